@@ -1,0 +1,29 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
+#   make test   runs ruff and the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint install clean
+
+$(BIN)/keras-tpugan: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(BIN)/keras-tpugan
+
+demo: install
+	$(BIN)/keras-tpugan train --preset demo --out runs/demo
+
+lint: install
+	$(BIN)/ruff check keras_tpugan tests benchmarks
+	$(BIN)/ruff format --check keras_tpugan tests benchmarks
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

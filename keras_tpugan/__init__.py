@@ -1,0 +1,37 @@
+"""keras-tpugan: a Keras-native GAN trainer for TPUs and GPUs."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+
+if keras.backend.backend() != "tensorflow":
+    raise ImportError(
+        "keras_tpugan supports the TensorFlow backend of Keras 3. Received: "
+        f"KERAS_BACKEND={keras.backend.backend()!r}. Set "
+        "KERAS_BACKEND=tensorflow before importing keras."
+    )
+
+from keras_tpugan import callbacks  # noqa: E402
+from keras_tpugan import data  # noqa: E402
+from keras_tpugan import distribute  # noqa: E402
+from keras_tpugan import losses  # noqa: E402
+from keras_tpugan import models  # noqa: E402
+from keras_tpugan import penalties  # noqa: E402
+from keras_tpugan import precision  # noqa: E402
+from keras_tpugan.gan import GAN  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GAN",
+    "callbacks",
+    "data",
+    "distribute",
+    "losses",
+    "models",
+    "penalties",
+    "precision",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""Callbacks that show a GAN learning."""

@@ -1,0 +1,638 @@
+"""`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+from keras_tpugan import losses as losses_module
+from keras_tpugan import penalties
+from keras_tpugan import precision
+
+STAT_NAMES = ("d_loss", "d_real", "d_fake", "penalty")
+
+
+@keras.saving.register_keras_serializable(package="keras_tpugan")
+class GAN(keras.Model):
+    """A generative adversarial network trained with `fit`.
+
+    `train_step` draws the latents, trains the discriminator
+    `discriminator_steps` times, trains the generator once and updates the
+    metrics. It is correct on any number of replicas:
+
+    - every loss is summed per example and divided by the GLOBAL batch, so
+      the gradients that `tf.distribute` sums over the replicas are those of
+      the true mean, and every logged value is all-reduced, so it is the
+      per-example mean over the global batch whatever the replica count and
+      the strategy;
+    - the latents are a function of `(seed, step, index of the example in
+      the global batch)`: reproducible, distinct across replicas, and the
+      same for the same global batch on 1, 2 or 1,000 replicas. They are
+      drawn outside XLA, so runs with and without XLA agree;
+    - with `jit_compile=True` the per-replica gradient computation is
+      compiled with XLA while the cross-replica reductions stay outside it,
+      so XLA also works under a multi-GPU `MirroredStrategy` (on a TPU the
+      whole step is compiled anyway).
+
+    Build and compile it inside the strategy's `scope()`.
+
+    Args:
+        generator: A `keras.Model` from latents (and labels, when
+            `num_classes` is set) to images in [-1, 1].
+        discriminator: A `keras.Model` from images (and labels) to one logit
+            per image.
+        latent_dim: Size of the generator's latent input.
+        num_classes: If set, a class-conditional GAN: the dataset yields
+            `(images, labels)` and both networks take the labels as their
+            second input.
+        discriminator_steps: Discriminator updates per generator update
+            (n_critic). They reuse the step's real batch with fresh latents.
+        gradient_penalty: `None`, `"wgan-gp"` or `"r1"`.
+        penalty_weight: Weight of the gradient penalty (default 10.0).
+        seed: Seed of the latents (and WGAN-GP interpolation weights).
+        **kwargs: Passed to `keras.Model` (for example `name`).
+
+    Example:
+
+    ```python
+    import keras
+    import keras_tpugan as ktg
+
+    strategy = ktg.distribute.get_strategy("auto")
+    ds = ktg.data.load_images("mnist", batch_size=256)
+    with strategy.scope():
+        gan = ktg.GAN(
+            generator=ktg.models.dcgan_generator(latent_dim=128),
+            discriminator=ktg.models.dcgan_discriminator(),
+            latent_dim=128,
+        )
+        gan.compile(
+            generator_optimizer=keras.optimizers.Adam(2e-4, beta_1=0.5),
+            discriminator_optimizer=keras.optimizers.Adam(2e-4, beta_1=0.5),
+            loss="non_saturating",
+            jit_compile=True,
+        )
+    gan.fit(ds, epochs=30)
+    images = gan.generate(16, seed=0)
+    ```
+    """
+
+    def __init__(
+        self,
+        generator,
+        discriminator,
+        latent_dim,
+        num_classes=None,
+        discriminator_steps=1,
+        gradient_penalty=None,
+        penalty_weight=None,
+        seed=0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_networks(generator, discriminator, latent_dim, num_classes)
+        if int(discriminator_steps) < 1:
+            raise ValueError(
+                "Expected `discriminator_steps` >= 1. Received: "
+                f"discriminator_steps={discriminator_steps}."
+            )
+        self.generator = generator
+        self.discriminator = discriminator
+        self.latent_dim = int(latent_dim)
+        self.num_classes = None if num_classes is None else int(num_classes)
+        self.discriminator_steps = int(discriminator_steps)
+        self.gradient_penalty = penalties.check(gradient_penalty)
+        if penalty_weight is None and gradient_penalty is not None:
+            penalty_weight = penalties.DEFAULT_WEIGHTS[gradient_penalty]
+        self.penalty_weight = None if penalty_weight is None else float(penalty_weight)
+        self.seed = int(seed)
+        # Training steps taken: keys the latents, so resume is exact.
+        self.step_counter = self.add_weight(
+            name="step_counter",
+            shape=(),
+            dtype="int64",
+            initializer="zeros",
+            trainable=False,
+            aggregation="only_first_replica",
+        )
+        names = STAT_NAMES if gradient_penalty else STAT_NAMES[:-1]
+        self.trackers = [keras.metrics.Mean(name=n) for n in names + ("g_loss",)]
+        self.built = True
+
+    # ------------------------------------------------------------------ API
+
+    def call(self, inputs, training=False):
+        """Runs the generator: latents (or `[latents, labels]`) to images."""
+        return self.generator(inputs, training=training)
+
+    @property
+    def metrics(self):
+        return list(self.trackers)
+
+    def compile(
+        self,
+        generator_optimizer=None,
+        discriminator_optimizer=None,
+        loss="non_saturating",
+        jit_compile="auto",
+        steps_per_execution=1,
+        **kwargs,
+    ):
+        """Configures the GAN for training.
+
+        Args:
+            generator_optimizer: A `keras.optimizers.Optimizer` (default:
+                Adam(2e-4, beta_1=0.5)).
+            discriminator_optimizer: Likewise, for the discriminator.
+            loss: `"non_saturating"`, `"hinge"`, `"wasserstein"`,
+                `"least_squares"` or a `keras_tpugan.losses.AdversarialLoss`.
+            jit_compile: `True` compiles the per-replica gradient
+                computation with XLA; `"auto"` does so unless the networks
+                hold synchronized batch normalization under a multi-replica
+                `MirroredStrategy` (whose cross-replica reductions cannot run
+                inside the per-replica XLA function).
+            steps_per_execution: Steps per `tf.function` call, passed to
+                Keras (keep 1 under a multi-device `MirroredStrategy`).
+            **kwargs: Other `keras.Model.compile` arguments (not `optimizer`,
+                `loss` or `metrics`, which the GAN owns).
+
+        Returns:
+            None.
+        """
+        for owned in ("optimizer", "metrics", "loss_weights"):
+            if kwargs.get(owned) is not None:
+                raise ValueError(
+                    f"`GAN.compile` does not take `{owned}`: pass "
+                    "`generator_optimizer`, `discriminator_optimizer` and "
+                    f"`loss` instead. Received: {owned}={kwargs[owned]!r}."
+                )
+            kwargs.pop(owned, None)
+        self.adversarial_loss = losses_module.get(loss)
+        self.xla = self._resolve_jit_compile(jit_compile)
+        self._check_steps_per_execution(steps_per_execution)
+        self.generator_optimizer = self._prepare_optimizer(generator_optimizer)
+        self.discriminator_optimizer = self._prepare_optimizer(discriminator_optimizer)
+        # `fit` builds only `self.optimizer`: build both here, in the
+        # strategy's scope, so their variables are not created while tracing.
+        with self.distribute_strategy.scope():
+            self.generator_optimizer.build(self.generator.trainable_variables)
+            self.discriminator_optimizer.build(self.discriminator.trainable_variables)
+        compile_fn = tf.function(jit_compile=True) if self.xla else (lambda f: f)
+        self._discriminator_grads = compile_fn(self._discriminator_gradients)
+        self._generator_grads = compile_fn(self._generator_gradients)
+        # Keras's own step stays un-jitted: XLA over the whole cross-replica
+        # step fails under MirroredStrategy (the per-replica part is jitted).
+        super().compile(
+            optimizer=None,
+            jit_compile=False,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
+        self._gan_compile_config = {
+            "loss": keras.saving.serialize_keras_object(self.adversarial_loss),
+            "jit_compile": jit_compile,
+            "steps_per_execution": steps_per_execution,
+        }
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, **kwargs):
+        """Trains the GAN; see `keras.Model.fit`.
+
+        Before training it checks what it can of the input: the dataset is
+        not empty, and the global batch splits evenly over the replicas.
+
+        Returns:
+            A `keras.callbacks.History`.
+        """
+        self._check_fit_input(x, batch_size)
+        start = int(self.step_counter.numpy())
+        history = super().fit(x, y, batch_size=batch_size, epochs=epochs, **kwargs)
+        if history.epoch and int(self.step_counter.numpy()) == start:
+            raise ValueError(
+                "Expected the dataset to yield at least one batch, but it "
+                "yielded nothing: check its size against the batch size "
+                "(batches are dropped when `drop_remainder=True`)."
+            )
+        return history
+
+    def generate(self, num_images_or_latents, labels=None, seed=None, batch_size=256):
+        """Generates images with the generator in inference mode.
+
+        Args:
+            num_images_or_latents: A number of images, or an array of
+                latents of shape `(n, latent_dim)`.
+            labels: Class labels, shape `(n,)`, for a conditional GAN
+                (default: `0, 1, ..., num_classes - 1, 0, 1, ...`).
+            seed: Seed of the latents when a number is given (`None`: a
+                fresh random draw).
+            batch_size: Images per generator call.
+
+        Returns:
+            A float32 numpy array in [-1, 1] of shape `(n, *image_shape)`.
+        """
+        latents = self._latents_for(num_images_or_latents, seed)
+        n = latents.shape[0]
+        labels = self._labels_for(labels, n)
+        out = []
+        for i in range(0, n, batch_size):
+            z = latents[i : i + batch_size]
+            inputs = z if labels is None else [z, labels[i : i + batch_size]]
+            out.append(
+                keras.ops.convert_to_numpy(
+                    keras.ops.cast(self.generator(inputs, training=False), "float32")
+                )
+            )
+        return np.concatenate(out, axis=0)
+
+    # ----------------------------------------------------------- train step
+
+    def train_step(self, data):
+        images, labels = self._unpack(data)
+        local_batch, global_batch = self._batch_sizes(images)
+        d_stats = []
+        for k in range(self.discriminator_steps):
+            latents, alpha = self._draw_noise(k, local_batch, global_batch)
+            d_stats.append(
+                self._train_discriminator(images, labels, latents, alpha, global_batch)
+            )
+        latents, _ = self._draw_noise(
+            self.discriminator_steps, local_batch, global_batch
+        )
+        g_loss = self._train_generator(latents, labels, global_batch)
+        self.step_counter.assign_add(1)
+        return self._update_metrics(tf.add_n(d_stats) / len(d_stats), g_loss, global_batch)
+
+    def _train_discriminator(self, images, labels, latents, alpha, global_batch):
+        opt = self.discriminator_optimizer
+        grads, d_state, g_state, stats = self._discriminator_grads(
+            _values(self.discriminator.trainable_variables),
+            _values(self.discriminator.non_trainable_variables),
+            _values(self.generator.trainable_variables),
+            _values(self.generator.non_trainable_variables),
+            images,
+            labels,
+            latents,
+            alpha,
+            tf.cast(global_batch, "float32"),
+            opt.scale_loss(tf.constant(1.0)),
+        )
+        _assign(self.discriminator.non_trainable_variables, d_state)
+        _assign(self.generator.non_trainable_variables, g_state)
+        opt.apply(grads, self.discriminator.trainable_variables)
+        return stats
+
+    def _train_generator(self, latents, labels, global_batch):
+        opt = self.generator_optimizer
+        grads, g_state, g_loss = self._generator_grads(
+            _values(self.generator.trainable_variables),
+            _values(self.generator.non_trainable_variables),
+            _values(self.discriminator.trainable_variables),
+            _values(self.discriminator.non_trainable_variables),
+            latents,
+            labels,
+            tf.cast(global_batch, "float32"),
+            opt.scale_loss(tf.constant(1.0)),
+        )
+        _assign(self.generator.non_trainable_variables, g_state)
+        opt.apply(grads, self.generator.trainable_variables)
+        return g_loss
+
+    def _update_metrics(self, d_stats, g_loss, global_batch):
+        # Each replica holds its share of the global mean: sum them once.
+        stats = tf.concat([d_stats, [g_loss]], axis=0)
+        stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
+        weight = tf.cast(global_batch, "float32")
+        for tracker, value in zip(self.trackers, tf.unstack(stats)):
+            tracker.update_state(value, sample_weight=weight)
+        return {t.name: t.result() for t in self.trackers}
+
+    # ------------------------------------- per-replica math (XLA-compiled)
+
+    def _discriminator_gradients(
+        self, d_vars, d_state, g_vars, g_state, images, labels, latents, alpha,
+        global_batch, loss_scale,
+    ):
+        fake, g_state = self.generator.stateless_call(
+            g_vars, g_state, self._generator_inputs(latents, labels), training=True
+        )
+        fake = tf.stop_gradient(fake)
+        with tf.GradientTape() as tape:
+            tape.watch(d_vars)
+            real_logits, d_state = self._critic(d_vars, d_state, images, labels)
+            fake_logits, d_state = self._critic(d_vars, d_state, fake, labels)
+            per_example = self.adversarial_loss.discriminator_loss(
+                real_logits, fake_logits
+            )
+            sums = [per_example, _flat(real_logits), _flat(fake_logits)]
+            total = per_example
+            if self.gradient_penalty:
+                penalty = self._penalty(d_vars, d_state, images, fake, labels, alpha)
+                total = total + self.penalty_weight * penalty
+                sums.append(penalty)
+            loss = tf.reduce_sum(total) / global_batch
+            scaled = loss * loss_scale
+        grads = tape.gradient(scaled, d_vars)
+        stats = tf.stack([tf.reduce_sum(s) for s in sums]) / global_batch
+        return grads, d_state, g_state, stats
+
+    def _generator_gradients(
+        self, g_vars, g_state, d_vars, d_state, latents, labels, global_batch,
+        loss_scale,
+    ):
+        with tf.GradientTape() as tape:
+            tape.watch(g_vars)
+            fake, g_state = self.generator.stateless_call(
+                g_vars, g_state, self._generator_inputs(latents, labels), training=True
+            )
+            fake_logits, _ = self._critic(d_vars, d_state, fake, labels)
+            per_example = self.adversarial_loss.generator_loss(fake_logits)
+            loss = tf.reduce_sum(per_example) / global_batch
+            scaled = loss * loss_scale
+        grads = tape.gradient(scaled, g_vars)
+        return grads, g_state, loss
+
+    def _critic(self, d_vars, d_state, images, labels):
+        inputs = images if labels is None else [images, labels]
+        logits, d_state = self.discriminator.stateless_call(
+            d_vars, d_state, inputs, training=True
+        )
+        return tf.cast(logits, "float32"), d_state
+
+    def _penalty(self, d_vars, d_state, real, fake, labels, alpha):
+        def critic(images):
+            return self._critic(d_vars, d_state, images, labels)[0]
+
+        if self.gradient_penalty == "wgan-gp":
+            return penalties.wgan_gp(critic, real, fake, alpha)
+        return penalties.r1(critic, real)
+
+    def _generator_inputs(self, latents, labels):
+        return latents if labels is None else [latents, labels]
+
+    # ------------------------------------------------------------- helpers
+
+    def _draw_noise(self, stream, local_batch, global_batch):
+        """Latents (and WGAN-GP weights) for this replica's examples.
+
+        The whole global batch is drawn from a seed made of (seed, step,
+        stream) and each replica takes its own rows, so example i of the
+        global batch gets the same latent whatever the replica count.
+        Drawn outside XLA: stateless RNG gives other numbers inside it.
+        """
+        counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
+        seed_z = tf.stack([tf.constant(self.seed, "int64"), 2 * counter])
+        seed_a = tf.stack([tf.constant(self.seed, "int64"), 2 * counter + 1])
+        start = tf.cast(
+            tf.distribute.get_replica_context().replica_id_in_sync_group, "int32"
+        ) * tf.cast(local_batch, "int32")
+        z = tf.random.stateless_normal([global_batch, self.latent_dim], seed=seed_z)
+        z = tf.slice(z, [start, 0], [local_batch, self.latent_dim])
+        alpha = tf.random.stateless_uniform([global_batch], seed=seed_a)
+        return z, tf.slice(alpha, [start], [local_batch])
+
+    def _batch_sizes(self, images):
+        replicas = self.distribute_strategy.num_replicas_in_sync
+        local = images.shape[0]
+        if local is not None:
+            return local, local * replicas
+        local = tf.shape(images)[0]
+        return local, tf.distribute.get_replica_context().all_reduce("sum", local)
+
+    def _unpack(self, data):
+        images, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+        _check_batch(images, labels, self.generator.output_shape, self.num_classes)
+        if labels is not None:
+            labels = tf.reshape(tf.cast(labels, "int32"), [-1])
+        return tf.cast(images, "float32"), labels
+
+    def _latents_for(self, num_images_or_latents, seed):
+        if isinstance(num_images_or_latents, (int, np.integer)):
+            n = int(num_images_or_latents)
+            if n < 1:
+                raise ValueError(
+                    f"Expected a positive number of images. Received: {n}."
+                )
+            if seed is None:
+                seed = np.random.randint(2**31)
+            return tf.random.stateless_normal([n, self.latent_dim], seed=[seed, 0])
+        latents = tf.convert_to_tensor(num_images_or_latents, "float32")
+        if latents.shape.rank != 2 or latents.shape[1] != self.latent_dim:
+            raise ValueError(
+                f"Expected latents of shape (n, {self.latent_dim}). Received: "
+                f"shape {tuple(latents.shape)}."
+            )
+        return latents
+
+    def _labels_for(self, labels, n):
+        if self.num_classes is None:
+            if labels is not None:
+                raise ValueError(
+                    "Received `labels` but this GAN is not class-conditional "
+                    "(num_classes=None). Drop the labels."
+                )
+            return None
+        if labels is None:
+            return tf.constant(np.arange(n) % self.num_classes, "int32")
+        labels = np.asarray(labels).reshape(-1)
+        if labels.shape[0] != n or labels.min() < 0 or labels.max() >= self.num_classes:
+            raise ValueError(
+                f"Expected {n} labels in [0, {self.num_classes}). Received: "
+                f"{labels.shape[0]} labels in [{labels.min()}, {labels.max()}]."
+            )
+        return tf.constant(labels, "int32")
+
+    def _prepare_optimizer(self, optimizer):
+        if optimizer is None:
+            optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)
+        if isinstance(optimizer, (str, dict)):
+            optimizer = keras.optimizers.get(optimizer)
+        needs_scaling = precision.needs_loss_scaling(
+            self.generator.dtype_policy
+        ) or precision.needs_loss_scaling(self.discriminator.dtype_policy)
+        # Keras scales only `self.optimizer` automatically: wrap both here.
+        if needs_scaling and not isinstance(
+            optimizer, keras.optimizers.LossScaleOptimizer
+        ):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        return optimizer
+
+    def _resolve_jit_compile(self, jit_compile):
+        if jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "Expected `jit_compile` to be True, False or 'auto'. "
+                f"Received: jit_compile={jit_compile!r}."
+            )
+        strategy = self.distribute_strategy
+        conflict = (
+            isinstance(strategy, tf.distribute.MirroredStrategy)
+            and strategy.num_replicas_in_sync > 1
+            and _has_synchronized_batchnorm(self.generator, self.discriminator)
+        )
+        if not conflict:
+            return jit_compile is not False
+        if jit_compile is True:
+            raise ValueError(
+                "`jit_compile=True` cannot compile synchronized "
+                "BatchNormalization under a multi-replica MirroredStrategy: its "
+                "cross-replica mean would run inside the per-replica XLA "
+                "function. Use models with norm='layer' (the default), "
+                "jit_compile='auto' (turns XLA off here), or a TPU."
+            )
+        return False
+
+    def _check_steps_per_execution(self, steps_per_execution):
+        strategy = self.distribute_strategy
+        if (
+            steps_per_execution != 1
+            and isinstance(strategy, tf.distribute.MirroredStrategy)
+            and strategy.num_replicas_in_sync > 1
+        ):
+            raise ValueError(
+                "Expected steps_per_execution=1 under a multi-replica "
+                "MirroredStrategy (Keras 3 fails there with more). Received: "
+                f"steps_per_execution={steps_per_execution}. Use 1, or a TPU."
+            )
+
+    def _check_fit_input(self, x, batch_size):
+        replicas = self.distribute_strategy.num_replicas_in_sync
+        if isinstance(x, tf.data.Dataset):
+            if int(x.cardinality()) == 0:
+                raise ValueError(
+                    "Expected a dataset that yields batches; this one is "
+                    "empty (cardinality 0). Check its size against the batch "
+                    "size: batches are dropped when `drop_remainder=True`."
+                )
+            spec = tf.nest.flatten(x.element_spec)[0]
+            global_batch = spec.shape[0] if spec.shape.rank else None
+            if global_batch is None and replicas > 1:
+                raise ValueError(
+                    f"Expected a dataset with a fixed global batch size under "
+                    f"{replicas} replicas. Received: element_spec "
+                    f"{x.element_spec} (unknown batch size). Batch it with "
+                    "`drop_remainder=True`, as `keras_tpugan.data.load_images` "
+                    "does."
+                )
+        else:
+            global_batch = batch_size or 32
+        if global_batch is not None:
+            from keras_tpugan import distribute
+
+            distribute.check_global_batch(global_batch, self.distribute_strategy)
+
+    # ------------------------------------------------------------ saving
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "generator": keras.saving.serialize_keras_object(self.generator),
+            "discriminator": keras.saving.serialize_keras_object(self.discriminator),
+            "latent_dim": self.latent_dim,
+            "num_classes": self.num_classes,
+            "discriminator_steps": self.discriminator_steps,
+            "gradient_penalty": self.gradient_penalty,
+            "penalty_weight": self.penalty_weight,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("generator", "discriminator"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+    def get_compile_config(self):
+        if not self.compiled:
+            return None
+        return {
+            **self._gan_compile_config,
+            "generator_optimizer": keras.saving.serialize_keras_object(
+                self.generator_optimizer
+            ),
+            "discriminator_optimizer": keras.saving.serialize_keras_object(
+                self.discriminator_optimizer
+            ),
+        }
+
+    def compile_from_config(self, config):
+        config = dict(config)
+        for key in ("generator_optimizer", "discriminator_optimizer", "loss"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        self.compile(**config)
+
+
+def _values(variables):
+    return [v.value for v in variables]
+
+
+def _assign(variables, values):
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+
+
+def _flat(logits):
+    return tf.reshape(tf.cast(logits, "float32"), [-1])
+
+
+def _has_synchronized_batchnorm(*models):
+    return any(
+        isinstance(layer, keras.layers.BatchNormalization)
+        and getattr(layer, "synchronized", False)
+        for model in models
+        for layer in model._flatten_layers()
+    )
+
+
+def _check_networks(generator, discriminator, latent_dim, num_classes):
+    g_inputs = getattr(generator, "inputs", None)
+    d_inputs = getattr(discriminator, "inputs", None)
+    expected = 1 if num_classes is None else 2
+    for name, inputs, what in (
+        ("generator", g_inputs, "[latents, labels]"),
+        ("discriminator", d_inputs, "[images, labels]"),
+    ):
+        if inputs is not None and len(inputs) != expected:
+            raise ValueError(
+                f"Expected a {name} with {expected} input(s) "
+                f"({what if expected == 2 else 'no labels'}) for "
+                f"num_classes={num_classes}. Received: a {name} with "
+                f"{len(inputs)} inputs. "
+                + (
+                    "Set num_classes for a conditional model."
+                    if expected == 1
+                    else "Build it with num_classes (models.dcgan_*)."
+                )
+            )
+    if g_inputs is not None and g_inputs[0].shape[-1] != latent_dim:
+        raise ValueError(
+            f"Expected latent_dim to match the generator's input size "
+            f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
+        )
+
+
+def _check_batch(images, labels, image_shape, num_classes):
+    if images.dtype.is_integer:
+        raise ValueError(
+            "Expected float images in [-1, 1]. Received: images of dtype "
+            f"{images.dtype.name} (0-255 pixels?). Use "
+            "`keras_tpugan.data.load_images`, which scales them, or map "
+            "`images / 127.5 - 1` yourself."
+        )
+    if tuple(images.shape[1:]) != tuple(image_shape[1:]):
+        raise ValueError(
+            f"Expected images of shape {tuple(image_shape[1:])} (the "
+            "generator's output). Received: images of shape "
+            f"{tuple(images.shape[1:])}. Resize the data or build the models "
+            "for this image shape."
+        )
+    if labels is not None and num_classes is None:
+        raise ValueError(
+            "Received (images, labels) batches but the GAN has "
+            "num_classes=None. Set num_classes for a conditional GAN, or "
+            "drop the labels from the dataset."
+        )
+    if labels is None and num_classes is not None:
+        raise ValueError(
+            f"Expected (images, labels) batches for num_classes={num_classes}. "
+            "Received: images only. Load the data with labels "
+            "(load_images(..., labels=True))."
+        )

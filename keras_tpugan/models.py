@@ -1,0 +1,158 @@
+"""Reference DCGAN generator and discriminator builders.
+
+Both use `Conv2DTranspose`/strided `Conv2D` only (no `UpSampling2D`, whose
+gradients do not compile under XLA), keep their last layer in float32 under
+mixed precision, and avoid anything random (no dropout), so a training step
+depends only on the GAN's seeded latents.
+"""
+
+import math
+
+import keras
+from keras import layers
+
+NORMS = ("layer", "batch", "none")
+
+
+def _base_side(side):
+    for base in (7, 4):
+        if side % base == 0:
+            k = math.log2(side // base)
+            if k >= 1 and k == int(k):
+                return base, int(k)
+    raise ValueError(
+        "Expected square images whose side is 7 or 4 times a power of two "
+        f"(28, 32, 64, ...). Received: side {side}. Resize the images or "
+        "write your own generator."
+    )
+
+
+def _check(image_shape, width, norm, num_classes):
+    if len(image_shape) != 3 or image_shape[0] != image_shape[1]:
+        raise ValueError(
+            "Expected `image_shape` (height, width, channels) with height == "
+            f"width. Received: image_shape={image_shape}."
+        )
+    base, k = _base_side(image_shape[0])
+    if width < 2**k or width % 2**k:
+        raise ValueError(
+            f"Expected `width` to be a positive multiple of {2**k} for "
+            f"{image_shape[0]}x{image_shape[0]} images ({k} stride-2 layers "
+            f"halve it). Received: width={width}."
+        )
+    if norm not in NORMS:
+        raise ValueError(f"Expected `norm` in {NORMS}. Received: norm={norm!r}.")
+    if num_classes is not None and num_classes < 2:
+        raise ValueError(
+            f"Expected `num_classes` >= 2 or None. Received: num_classes={num_classes}."
+        )
+    return base, k
+
+
+def _norm(norm):
+    if norm == "batch":
+        # Synchronized: small per-replica batches still normalize with the
+        # global batch's statistics, so results do not depend on replicas.
+        return layers.BatchNormalization(synchronized=True)
+    if norm == "layer":
+        # Per-example statistics: independent of the batch and the replicas.
+        return layers.LayerNormalization(axis=(-3, -2, -1))
+    return layers.Identity()
+
+
+def dcgan_generator(
+    latent_dim=128,
+    image_shape=(28, 28, 1),
+    width=128,
+    num_classes=None,
+    norm="layer",
+    name="generator",
+):
+    """Builds a DCGAN generator: latents (and labels) to images in [-1, 1].
+
+    Args:
+        latent_dim: Size of the latent vector.
+        image_shape: `(side, side, channels)`; side 28 (7x7 base), 32 or 64
+            (4x4 base), or any 7 or 4 times a power of two.
+        width: Filters of the widest (first) layer; each stride-2
+            transposed convolution halves it.
+        num_classes: If set, a class-conditional generator with inputs
+            `[latents, labels]` (labels: int, shape `(batch,)`).
+        norm: `"layer"` (per-example LayerNormalization, the default),
+            `"batch"` (BatchNormalization, synchronized across replicas) or
+            `"none"`.
+        name: Model name.
+
+    Returns:
+        A functional `keras.Model`.
+
+    Example:
+
+    >>> g = dcgan_generator(latent_dim=16, width=8)
+    >>> g.output_shape
+    (None, 28, 28, 1)
+    """
+    base, k = _check(image_shape, width, norm, num_classes)
+    z = keras.Input((latent_dim,), name="latents")
+    inputs, h = [z], z
+    if num_classes is not None:
+        y = keras.Input((), dtype="int32", name="labels")
+        inputs.append(y)
+        h = layers.Concatenate()([z, layers.Embedding(num_classes, latent_dim)(y)])
+    h = layers.Dense(base * base * width, use_bias=norm == "none")(h)
+    h = layers.Reshape((base, base, width))(h)
+    h = layers.ReLU()(_norm(norm)(h))
+    for i in range(1, k):
+        h = layers.Conv2DTranspose(
+            width // 2**i, 4, strides=2, padding="same", use_bias=norm == "none"
+        )(h)
+        h = layers.ReLU()(_norm(norm)(h))
+    h = layers.Conv2DTranspose(image_shape[-1], 4, strides=2, padding="same")(h)
+    images = layers.Activation("tanh", dtype="float32", name="images")(h)
+    return keras.Model(inputs if num_classes else z, images, name=name)
+
+
+def dcgan_discriminator(
+    image_shape=(28, 28, 1),
+    width=128,
+    num_classes=None,
+    norm="none",
+    name="discriminator",
+):
+    """Builds a DCGAN discriminator: images (and labels) to one logit each.
+
+    Args:
+        image_shape: `(side, side, channels)`, as for `dcgan_generator`.
+        width: Filters of the widest (last) convolution.
+        num_classes: If set, a projection discriminator (Miyato & Koyama,
+            2018) with inputs `[images, labels]`.
+        norm: `"none"` (the default; required by WGAN-GP), `"layer"` or
+            `"batch"` (synchronized).
+        name: Model name.
+
+    Returns:
+        A functional `keras.Model` whose float32 output has shape `(batch, 1)`.
+
+    Example:
+
+    >>> d = dcgan_discriminator(width=8)
+    >>> d.output_shape
+    (None, 1)
+    """
+    _, k = _check(image_shape, width, norm, num_classes)
+    x = keras.Input(image_shape, name="images")
+    h = x
+    for i in reversed(range(k)):
+        h = layers.Conv2D(width // 2**i, 4, strides=2, padding="same")(h)
+        if i < k - 1:
+            h = _norm(norm)(h)
+        h = layers.LeakyReLU(0.2)(h)
+    h = layers.Flatten()(h)
+    logits = layers.Dense(1, dtype="float32", name="logits")(h)
+    if num_classes is None:
+        return keras.Model(x, logits, name=name)
+    y = keras.Input((), dtype="int32", name="labels")
+    embedding = layers.Embedding(num_classes, h.shape[-1], dtype="float32")(y)
+    projection = layers.Dot(axes=1, dtype="float32")([embedding, h])
+    logits = layers.Add(dtype="float32", name="projected_logits")([logits, projection])
+    return keras.Model([x, y], logits, name=name)
