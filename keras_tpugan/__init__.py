@@ -13,13 +13,15 @@ if keras.backend.backend() != "tensorflow":
         "KERAS_BACKEND=tensorflow before importing keras."
     )
 
-from keras_tpugan import callbacks  # noqa: E402
-from keras_tpugan import data  # noqa: E402
-from keras_tpugan import distribute  # noqa: E402
-from keras_tpugan import losses  # noqa: E402
-from keras_tpugan import models  # noqa: E402
-from keras_tpugan import penalties  # noqa: E402
-from keras_tpugan import precision  # noqa: E402
+from keras_tpugan import (
+    callbacks,  # noqa: E402
+    data,  # noqa: E402
+    distribute,  # noqa: E402
+    losses,  # noqa: E402
+    models,  # noqa: E402
+    penalties,  # noqa: E402
+    precision,  # noqa: E402
+)
 from keras_tpugan.gan import GAN  # noqa: E402
 
 __version__ = "0.1.0"

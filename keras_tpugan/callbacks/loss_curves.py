@@ -1,0 +1,133 @@
+"""`LossCurves`: the history as CSV and the learning curves as a PNG."""
+
+import csv
+import os
+import uuid
+
+import numpy as np
+
+from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+
+
+class LossCurves(GANCallback):
+    """Writes `history.csv` and a `loss_curves.png` refreshed every epoch.
+
+    `history.csv` holds every logged value per epoch, one row per epoch,
+    appended to across resumed runs. The figure plots the discriminator and
+    generator losses per step (faint), smoothed (exponential moving
+    average, bold) and per epoch (dots), and the mean discriminator outputs
+    on real and generated images. In a notebook it is shown inline.
+
+    Args:
+        directory: Output directory.
+        smoothing: Weight of the moving average of the per-step curves
+            (0 plots them raw; 0.9 smooths strongly).
+        show: Show the figure inline in notebooks.
+
+    Example:
+
+    ```python
+    gan.fit(ds, epochs=5, callbacks=[ktg.callbacks.LossCurves("runs/x")])
+    ```
+    """
+
+    def __init__(self, directory, smoothing=0.9, show=True):
+        super().__init__(directory)
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(
+                f"Expected `smoothing` in [0, 1). Received: smoothing={smoothing}."
+            )
+        self.smoothing = smoothing
+        self.show = show
+        self._display_id = f"loss-curves-{uuid.uuid4().hex}"
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self.steps = {}  # name -> per-step values
+        self.epochs = {}  # name -> per-epoch values
+        self._running = {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._running = {}
+        self._seen = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        # Keras logs running epoch means; recover each step's own value
+        # (steps of one epoch have the same global batch).
+        self._seen += 1
+        k = self._seen
+        for name, value in (logs or {}).items():
+            value = float(value)
+            previous = self._running.get(name, 0.0)
+            self.steps.setdefault(name, []).append(k * value - (k - 1) * previous)
+            self._running[name] = value
+
+    def on_epoch_end(self, epoch, logs=None):
+        for name, value in (logs or {}).items():
+            self.epochs.setdefault(name, []).append(float(value))
+        if not self.chief:
+            return
+        self._write_csv(epoch, logs or {})
+        path = self.path("loss_curves.png")
+        self.figure().savefig(path, dpi=100)
+        if self.show:
+            show_inline(path, self._display_id)
+
+    def _write_csv(self, epoch, logs):
+        # keras.callbacks.CSVLogger adds empty val_* columns when there is
+        # no validation data, which a GAN never has: write the rows here.
+        path = self.path("history.csv")
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        with open(path, "a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(["epoch", *sorted(logs)])
+            writer.writerow([epoch + 1, *(float(logs[k]) for k in sorted(logs))])
+
+    def figure(self):
+        """Returns the learning-curve figure (a matplotlib `Figure`)."""
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(10, 4), layout="constrained")
+        losses, outputs = fig.subplots(1, 2)
+        steps_per_epoch = max(
+            1,
+            len(self.steps.get("g_loss", []))
+            // max(1, len(self.epochs.get("g_loss", []))),
+        )
+        for ax, names in (
+            (losses, ("d_loss", "g_loss")),
+            (outputs, ("d_real", "d_fake")),
+        ):
+            for name in names:
+                if name not in self.steps:
+                    continue
+                raw = np.asarray(self.steps[name])
+                x = np.arange(1, len(raw) + 1) / steps_per_epoch
+                (line,) = ax.plot(x, raw, alpha=0.25, linewidth=0.8)
+                ax.plot(
+                    x, _ema(raw, self.smoothing), color=line.get_color(), label=name
+                )
+                epochs = self.epochs.get(name, [])
+                ax.plot(
+                    np.arange(1, len(epochs) + 1),
+                    epochs,
+                    "o",
+                    color=line.get_color(),
+                    markersize=5,
+                    markeredgecolor="black",
+                )
+            ax.set_xlabel("epoch")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        losses.set_title("Learning curves (loss per step, epoch means as dots)")
+        outputs.set_title("Mean discriminator output (logit)")
+        return fig
+
+
+def _ema(values, weight):
+    out, last = np.empty_like(values), values[0] if len(values) else 0.0
+    for i, v in enumerate(values):
+        last = weight * last + (1.0 - weight) * v
+        out[i] = last
+    return out

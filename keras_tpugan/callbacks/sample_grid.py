@@ -1,0 +1,118 @@
+"""`SampleGrid`: a grid of generated images per epoch, and a GIF of them."""
+
+import math
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from keras_tpugan import images as images_lib
+from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+
+
+class SampleGrid(GANCallback):
+    """Saves a grid of generated images every few epochs.
+
+    The latents are drawn once from `seed`, so the grids of successive
+    epochs show the same latents and can be compared. A conditional GAN
+    gets one row per class. Files: `epoch_0001.png`, ... and, at the end of
+    training, `samples.gif` animating them. In a notebook the latest grid
+    is shown in the cell output, refreshed in place.
+
+    Args:
+        directory: Output directory.
+        every_n_epochs: Save a grid after every `every_n_epochs` epochs
+            (and after the last one).
+        num_images: Images per grid; a grid that is not full is padded
+            with black cells. For a conditional GAN it is rounded up to a
+            whole number of rows, one per class.
+        seed: Seed of the fixed latents.
+        scale: Integer upscaling of the pixels (nearest neighbour).
+        gif: Write `samples.gif` at the end of training.
+        tensorboard_dir: If set, also write each grid as a TensorBoard image
+            summary there.
+        show: Show the grid inline in notebooks.
+
+    Example:
+
+    ```python
+    gan.fit(ds, epochs=5, callbacks=[ktg.callbacks.SampleGrid("runs/x/samples")])
+    ```
+    """
+
+    def __init__(
+        self,
+        directory,
+        every_n_epochs=1,
+        num_images=64,
+        seed=0,
+        scale=2,
+        gif=True,
+        tensorboard_dir=None,
+        show=True,
+    ):
+        super().__init__(directory)
+        if every_n_epochs < 1 or num_images < 1 or scale < 1:
+            raise ValueError(
+                "Expected every_n_epochs, num_images and scale >= 1. Received: "
+                f"every_n_epochs={every_n_epochs}, num_images={num_images}, "
+                f"scale={scale}."
+            )
+        self.every_n_epochs = every_n_epochs
+        self.num_images = num_images
+        self.seed = seed
+        self.scale = scale
+        self.gif = gif
+        self.tensorboard_dir = tensorboard_dir
+        self.show = show
+        self.saved = []
+        self._display_id = f"sample-grid-{uuid.uuid4().hex}"
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        gan = self.model
+        self.saved = []
+        if gan.num_classes:
+            self.cols = math.ceil(self.num_images / gan.num_classes)
+            self.rows = gan.num_classes
+            self.labels = np.repeat(np.arange(self.rows), self.cols)
+        else:
+            self.cols = math.ceil(math.sqrt(self.num_images))
+            self.rows = math.ceil(self.num_images / self.cols)
+            self.labels = None
+        count = self.num_images if self.labels is None else len(self.labels)
+        self.latents = tf.random.stateless_normal(
+            [count, gan.latent_dim], seed=[self.seed, 1]
+        )
+        self._writer = None
+        if self.tensorboard_dir and self.chief:
+            self._writer = tf.summary.create_file_writer(self.tensorboard_dir)
+
+    def on_epoch_end(self, epoch, logs=None):
+        last = epoch + 1 == self.params.get("epochs")
+        if (epoch + 1) % self.every_n_epochs and not last:
+            return
+        if not self.chief:
+            return
+        grid = images_lib.tile(
+            self.model.generate(self.latents, labels=self.labels),
+            self.rows,
+            self.cols,
+            scale=self.scale,
+        )
+        path = self.path(f"epoch_{epoch + 1:04d}.png")
+        from PIL import Image
+
+        Image.fromarray(grid).save(path)
+        self.saved.append(path)
+        if self._writer is not None:
+            with self._writer.as_default():
+                pixels = grid[None, ..., None] if grid.ndim == 2 else grid[None]
+                tf.summary.image("samples", pixels, step=epoch + 1)
+            self._writer.flush()
+        if self.show:
+            show_inline(path, self._display_id)
+
+    def on_train_end(self, logs=None):
+        if self.gif and self.chief and self.saved:
+            images_lib.save_gif(self.saved, self.path("samples.gif"))

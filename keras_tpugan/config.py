@@ -1,0 +1,213 @@
+"""`TrainConfig`: every setting of a training run, validated, with presets."""
+
+import dataclasses
+import typing
+
+from keras_tpugan import distribute, losses, penalties, precision
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The settings of one training run (see `keras_tpugan.train.train`).
+
+    Frozen: derive variants with `dataclasses.replace` or `override`.
+
+    Example:
+
+    >>> cfg = TrainConfig.preset("smoke").override(["epochs=2"])
+    >>> cfg.epochs
+    2
+    """
+
+    # Data: a TFDS name, a folder, with `source` "auto" | "tfds" | "offline".
+    dataset: str = "mnist"
+    source: str = "auto"
+    # Train a class-conditional GAN on (images, labels).
+    conditional: bool = False
+    # Models: latent size, filters of the widest layer, generator norm.
+    latent_dim: int = 128
+    width: int = 128
+    norm: str = "layer"
+    # Optimisation: GLOBAL batch (over all replicas), epochs, Adam settings.
+    batch_size: int = 256
+    epochs: int = 30
+    learning_rate: float = 2e-4
+    beta_1: float = 0.5
+    # Adversarial loss, gradient penalty (None, "wgan-gp", "r1"), n_critic.
+    loss: str = "non_saturating"
+    gradient_penalty: str | None = None
+    penalty_weight: float | None = None
+    discriminator_steps: int = 1
+    # Speed: dtype policy, XLA, strategy kind ("auto", "tpu", "gpu", "cpu").
+    precision: str = "mixed_bfloat16"
+    jit_compile: bool = True
+    strategy: str = "auto"
+    # Reproducibility: seeds the weights, the latents and the shuffling.
+    seed: int = 0
+    # Outputs: images per sample grid, and a grid every N epochs.
+    num_samples: int = 64
+    sample_every: int = 1
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not _is_type(value, field.type):
+                raise ValueError(
+                    f"Expected {field.name} to be {_type_name(field.type)}. "
+                    f"Received: {field.name}={value!r}."
+                )
+        checks = {
+            "source": ("auto", "tfds", "offline"),
+            "norm": ("layer", "batch", "none"),
+            "loss": tuple(losses.LOSSES),
+            "precision": precision.POLICIES,
+            "strategy": distribute.KINDS,
+        }
+        for name, allowed in checks.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"Expected {name} in {allowed}. Received: "
+                    f"{name}={getattr(self, name)!r}."
+                )
+        penalties.check(self.gradient_penalty)
+        for name in (
+            "latent_dim",
+            "width",
+            "batch_size",
+            "epochs",
+            "discriminator_steps",
+            "num_samples",
+            "sample_every",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
+                )
+        if self.learning_rate <= 0:
+            raise ValueError(
+                f"Expected learning_rate > 0. Received: {self.learning_rate}."
+            )
+
+    @classmethod
+    def preset(cls, name):
+        """Returns a preset: `"demo"`, `"smoke"` or `"mnist-tpu"`.
+
+        Args:
+            name: The preset's name.
+
+        Returns:
+            A `TrainConfig`.
+        """
+        if name not in PRESETS:
+            raise ValueError(
+                f"Expected a preset in {sorted(PRESETS)}. Received: {name!r}."
+            )
+        return cls(**PRESETS[name])
+
+    def override(self, assignments):
+        """Returns a copy with `key=value` strings applied, type-checked.
+
+        Args:
+            assignments: Strings such as `"epochs=5"` or
+                `"gradient_penalty=none"`.
+
+        Returns:
+            A new `TrainConfig`.
+        """
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        changes = {}
+        for item in assignments:
+            key, sep, text = item.partition("=")
+            key = key.strip()
+            if not sep:
+                raise ValueError(f"Expected key=value. Received: {item!r}.")
+            if key not in fields:
+                raise ValueError(
+                    f"Unknown setting {key!r}. Valid settings: "
+                    f"{', '.join(sorted(fields))}."
+                )
+            changes[key] = _parse(text.strip(), fields[key].type, key)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """Returns the settings as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+PRESETS = {
+    # A few minutes on a 2-core CPU: the offline MNIST subset (4,000 digits).
+    "demo": dict(
+        source="offline",
+        latent_dim=64,
+        width=64,
+        batch_size=64,
+        epochs=40,
+        precision="mixed_bfloat16",
+        jit_compile=True,
+    ),
+    # Seconds: checks that everything runs.
+    "smoke": dict(
+        source="offline",
+        latent_dim=16,
+        width=16,
+        batch_size=64,
+        epochs=1,
+        precision="float32",
+        num_samples=16,
+    ),
+    # The reference study's setting on a TPU v3-8: full MNIST from TFDS,
+    # bfloat16 + XLA, batch 512, 30 epochs.
+    "mnist-tpu": dict(
+        source="tfds",
+        latent_dim=128,
+        width=128,
+        batch_size=512,
+        epochs=30,
+        precision="mixed_bfloat16",
+        jit_compile=True,
+        strategy="auto",
+    ),
+}
+
+
+def _is_type(value, annotation):
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if typing.get_origin(annotation) is typing.Union:
+        return any(_is_type(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    return isinstance(value, annotation)
+
+
+def _type_name(annotation):
+    if typing.get_origin(annotation) is typing.Union:
+        return " or ".join(_type_name(a) for a in typing.get_args(annotation))
+    return "None" if annotation is type(None) else annotation.__name__
+
+
+def _parse(text, annotation, key):
+    options = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) is typing.Union
+        else (annotation,)
+    )
+    if type(None) in options and text.lower() in ("none", "null", ""):
+        return None
+    for option in options:
+        try:
+            if option is bool:
+                if text.lower() in ("true", "1", "yes", "on"):
+                    return True
+                if text.lower() in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError
+            if option is not type(None):
+                return option(text)
+        except ValueError:
+            continue
+    raise ValueError(
+        f"Expected {key} to be {_type_name(annotation)}. Received: {text!r}."
+    )

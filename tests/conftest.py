@@ -1,0 +1,59 @@
+"""Test set-up: four logical CPU devices, float32 by default, tiny models."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+# Several replicas on one CPU: must happen before anything touches devices.
+_cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    _cpu, [tf.config.LogicalDeviceConfiguration()] * 4
+)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import keras_tpugan as ktg  # noqa: E402
+
+LATENT = 8
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    keras.mixed_precision.set_global_policy("float32")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def tiny_gan(
+    num_classes=None, norm="layer", strategy=None, compile_kwargs=None, **kwargs
+):
+    """A GAN of a few thousand parameters on 28x28x1 images, compiled."""
+    strategy = strategy or tf.distribute.get_strategy()
+    with strategy.scope():
+        gan = ktg.GAN(
+            ktg.models.dcgan_generator(
+                latent_dim=LATENT, width=8, num_classes=num_classes, norm=norm
+            ),
+            ktg.models.dcgan_discriminator(width=8, num_classes=num_classes),
+            latent_dim=LATENT,
+            num_classes=num_classes,
+            **kwargs,
+        )
+        gan.compile(**(compile_kwargs or {}))
+    return gan
+
+
+def random_images(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n, 28, 28, 1)).astype("float32")
+
+
+def batches(images, batch_size, labels=None, repeat=1):
+    data = images if labels is None else (images, labels)
+    ds = tf.data.Dataset.from_tensor_slices(data)
+    return ds.batch(batch_size, drop_remainder=True).repeat(repeat)

@@ -1,0 +1,101 @@
+import csv
+import os
+
+import keras
+import numpy as np
+import pytest
+from conftest import batches, random_images, tiny_gan
+from PIL import Image
+
+import keras_tpugan as ktg
+
+
+def test_sample_grid_writes_pngs_of_the_expected_size_and_a_gif(tmp_path):
+    gan = tiny_gan()
+    grid = ktg.callbacks.SampleGrid(tmp_path / "samples", num_images=6, scale=2)
+    gan.fit(batches(random_images(8), 4), epochs=2, verbose=0, callbacks=[grid])
+    files = sorted(os.listdir(tmp_path / "samples"))
+    assert files == ["epoch_0001.png", "epoch_0002.png", "samples.gif"]
+    image = Image.open(tmp_path / "samples" / "epoch_0001.png")
+    # 6 images -> 3 columns x 2 rows of 56 px cells with 2 px padding.
+    assert image.size == (3 * 58 + 2, 2 * 58 + 2)
+    gif = Image.open(tmp_path / "samples" / "samples.gif")
+    assert gif.n_frames == 2
+    # The same latents every epoch, and training changed the images.
+    first = np.asarray(image, "float32")
+    second = np.asarray(Image.open(tmp_path / "samples" / "epoch_0002.png"), "float32")
+    assert np.abs(first - second).mean() > 0
+
+
+def test_sample_grid_every_n_epochs_and_one_row_per_class(tmp_path):
+    gan = tiny_gan(num_classes=2)
+    grid = ktg.callbacks.SampleGrid(tmp_path, every_n_epochs=2, num_images=5, scale=1)
+    ds = batches(random_images(8), 4, labels=np.arange(8) % 2)
+    gan.fit(ds, epochs=3, verbose=0, callbacks=[grid])
+    pngs = sorted(f for f in os.listdir(tmp_path) if f.endswith(".png"))
+    assert pngs == ["epoch_0002.png", "epoch_0003.png"]  # and the last epoch
+    width, height = Image.open(tmp_path / pngs[0]).size
+    assert (width, height) == (3 * 30 + 2, 2 * 30 + 2)  # 2 classes x 3 columns
+
+
+def test_loss_curves_write_csv_and_png(tmp_path):
+    gan = tiny_gan()
+    curves = ktg.callbacks.LossCurves(tmp_path)
+    speed = ktg.callbacks.Throughput()
+    gan.fit(
+        batches(random_images(8), 4), epochs=2, verbose=0, callbacks=[speed, curves]
+    )
+    with open(tmp_path / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    assert set(rows[0]) == {
+        "epoch",
+        "d_loss",
+        "g_loss",
+        "d_real",
+        "d_fake",
+        "images_per_sec",
+        "step_time_ms",
+    }
+    assert Image.open(tmp_path / "loss_curves.png").size == (1000, 400)
+    assert len(curves.steps["g_loss"]) == 4
+    # Per-step values average back to the epoch means Keras logged.
+    np.testing.assert_allclose(
+        np.mean(curves.steps["d_loss"][2:]), curves.epochs["d_loss"][1], rtol=1e-5
+    )
+    assert speed.first_epoch_seconds > 0 and speed.mean_images_per_sec > 0
+    assert float(rows[1]["images_per_sec"]) == pytest.approx(speed.images_per_sec[1])
+
+
+def test_callbacks_refuse_a_model_that_is_not_a_gan(tmp_path):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(loss="mse")
+    with pytest.raises(ValueError, match="SampleGrid expects a keras_tpugan.GAN"):
+        model.fit(
+            np.zeros((4, 2)),
+            np.zeros(4),
+            verbose=0,
+            callbacks=[ktg.callbacks.SampleGrid(tmp_path)],
+        )
+
+
+def test_unwritable_directory_fails_at_train_begin(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    gan = tiny_gan()
+    with pytest.raises(ValueError, match="LossCurves cannot write to"):
+        gan.fit(
+            batches(random_images(8), 4),
+            epochs=1,
+            verbose=0,
+            callbacks=[ktg.callbacks.LossCurves(blocker / "run")],
+        )
+    assert int(gan.step_counter.numpy()) == 0
+
+
+def test_tile_pads_missing_cells():
+    grid = ktg.images.tile(np.ones((5, 4, 4, 1)), cols=3, pad=1)
+    assert grid.shape == (2 * 5 + 1, 3 * 5 + 1)
+    assert grid[1:5, 1:5].min() == 255 and grid[6:10, 11:15].max() == 0
+    with pytest.raises(ValueError, match="rows \\* cols >= the 5 images"):
+        ktg.images.tile(np.ones((5, 4, 4, 1)), rows=1, cols=3)

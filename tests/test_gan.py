@@ -1,0 +1,293 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import LATENT, batches, random_images, tiny_gan
+
+import keras_tpugan as ktg
+
+GLOBAL_BATCH = 8
+STEPS = 3
+
+
+def _train(replicas, gan_kwargs, compile_kwargs=None, labels=None, seed=1):
+    keras.utils.set_random_seed(seed)
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=replicas)
+    gan = tiny_gan(strategy=strategy, compile_kwargs=compile_kwargs, **gan_kwargs)
+    ds = batches(random_images(GLOBAL_BATCH), GLOBAL_BATCH, labels=labels, repeat=STEPS)
+    history = gan.fit(ds, epochs=1, verbose=0)
+    weights = [w.numpy() for w in gan.generator.weights + gan.discriminator.weights]
+    return weights, {k: v[-1] for k, v in history.history.items()}, gan
+
+
+PARITY_CASES = {
+    "plain_xla": ({}, {"jit_compile": True}),
+    "n_critic_2": ({"discriminator_steps": 2}, {"jit_compile": False}),
+    "wgan_gp_xla": (
+        {"gradient_penalty": "wgan-gp", "discriminator_steps": 2},
+        {"jit_compile": True, "loss": "wasserstein"},
+    ),
+    "r1_hinge": ({"gradient_penalty": "r1"}, {"jit_compile": False, "loss": "hinge"}),
+    "synchronized_batchnorm": ({"norm": "batch"}, {"jit_compile": False}),
+    "conditional": ({"num_classes": 2}, {"jit_compile": True}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARITY_CASES))
+def test_same_weights_and_logs_on_1_2_4_replicas(case):
+    gan_kwargs, compile_kwargs = PARITY_CASES[case]
+    labels = np.arange(GLOBAL_BATCH) % 2 if "num_classes" in gan_kwargs else None
+    ref_w, ref_logs, ref_gan = _train(1, gan_kwargs, compile_kwargs, labels)
+    assert ref_gan.step_counter.numpy() == STEPS
+    assert set(ref_logs) >= {"d_loss", "g_loss", "d_real", "d_fake"}
+    if "gradient_penalty" in gan_kwargs:
+        assert ref_logs["penalty"] > 0
+    for replicas in (2, 4):
+        weights, logs, gan = _train(replicas, gan_kwargs, compile_kwargs, labels)
+        assert gan.distribute_strategy.num_replicas_in_sync == replicas
+        for a, b in zip(ref_w, weights, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+        assert logs.keys() == ref_logs.keys()
+        for key in ref_logs:
+            np.testing.assert_allclose(logs[key], ref_logs[key], atol=1e-5, rtol=1e-5)
+
+
+def test_training_changes_weights_and_logs_true_means():
+    ref_w, logs, gan = _train(1, {}, {"jit_compile": False})
+    keras.utils.set_random_seed(1)
+    untrained = tiny_gan()
+    before = [w.numpy() for w in untrained.generator.weights]
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(before, ref_w, strict=True))
+    # Non-saturating loss: d_loss >= 0 and g_loss > 0, finite.
+    assert np.isfinite(list(logs.values())).all()
+    assert logs["d_loss"] > 0 and logs["g_loss"] > 0
+
+
+def test_xla_on_and_off_agree_in_float32():
+    xla_w, xla_logs, xla_gan = _train(1, {}, {"jit_compile": True})
+    ref_w, ref_logs, ref_gan = _train(1, {}, {"jit_compile": False})
+    assert xla_gan.xla and not ref_gan.xla
+    for a, b in zip(ref_w, xla_w, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+    for key in ref_logs:
+        np.testing.assert_allclose(xla_logs[key], ref_logs[key], atol=1e-5)
+
+
+def test_latents_depend_on_seed_step_and_global_index_only():
+    gan = tiny_gan()
+    z_one, _ = gan._draw_noise(0, 8, 8)
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
+    with strategy.scope():
+        gan4 = tiny_gan(strategy=strategy)
+
+    def per_replica():
+        return gan4._draw_noise(0, 2, 8)[0]
+
+    parts = strategy.experimental_local_results(strategy.run(tf.function(per_replica)))
+    np.testing.assert_array_equal(np.concatenate(parts), z_one.numpy())
+    # Distinct across replicas and across steps and streams.
+    assert not np.allclose(parts[0], parts[1])
+    assert not np.allclose(gan._draw_noise(1, 8, 8)[0], z_one)
+    gan.step_counter.assign(1)
+    assert not np.allclose(gan._draw_noise(0, 8, 8)[0], z_one)
+
+
+def test_mixed_bfloat16_with_xla_trains_with_float32_variables():
+    ktg.precision.configure("mixed_bfloat16")
+    gan = tiny_gan(compile_kwargs={"jit_compile": True})
+    assert gan.generator.layers[-2].compute_dtype == "bfloat16"
+    history = gan.fit(batches(random_images(16), 8, repeat=2), epochs=2, verbose=0)
+    for values in history.history.values():
+        assert np.isfinite(values).all()
+    for w in gan.generator.weights + gan.discriminator.weights:
+        assert w.dtype == "float32"
+    assert gan.discriminator.output.dtype == "float32"
+    assert gan.generate(4, seed=0).dtype == np.float32
+
+
+def test_mixed_float16_wraps_both_optimizers_in_loss_scaling():
+    ktg.precision.configure("mixed_float16")
+    gan = tiny_gan(compile_kwargs={"jit_compile": False})
+    for opt in (gan.generator_optimizer, gan.discriminator_optimizer):
+        assert isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    history = gan.fit(batches(random_images(16), 8), epochs=1, verbose=0)
+    assert np.isfinite(history.history["d_loss"]).all()
+    assert int(gan.generator_optimizer.iterations.numpy()) == 2
+
+
+def test_float32_optimizers_are_not_wrapped():
+    gan = tiny_gan()
+    assert not isinstance(gan.generator_optimizer, keras.optimizers.LossScaleOptimizer)
+    assert gan.generator_optimizer.built and gan.discriminator_optimizer.built
+
+
+def test_generate_shape_range_and_seed():
+    gan = tiny_gan()
+    images = gan.generate(5, seed=3)
+    assert images.shape == (5, 28, 28, 1) and images.dtype == np.float32
+    assert images.min() >= -1 and images.max() <= 1
+    np.testing.assert_array_equal(images, gan.generate(5, seed=3))
+    assert not np.allclose(images, gan.generate(5, seed=4))
+    latents = np.zeros((2, LATENT), "float32")
+    assert gan.generate(latents).shape == (2, 28, 28, 1)
+    # In batches or not, the same images.
+    np.testing.assert_allclose(gan.generate(5, seed=3, batch_size=2), images, atol=1e-6)
+
+
+def test_conditional_generate_uses_labels():
+    gan = tiny_gan(num_classes=3)
+    z = np.random.default_rng(0).normal(size=(3, LATENT)).astype("float32")
+    a = gan.generate(z, labels=[0, 0, 0])
+    b = gan.generate(z, labels=[2, 2, 2])
+    assert not np.allclose(a, b)
+    assert gan.generate(6, seed=0).shape == (6, 28, 28, 1)
+    with pytest.raises(ValueError, match=r"Expected 3 labels in \[0, 3\)"):
+        gan.generate(z, labels=[0, 1, 5])
+
+
+def test_save_and_load_keras_file_round_trip(tmp_path):
+    gan = tiny_gan(gradient_penalty="r1", compile_kwargs={"loss": "hinge"})
+    gan.fit(batches(random_images(16), 8), epochs=1, verbose=0)
+    path = str(tmp_path / "gan.keras")
+    gan.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert isinstance(loaded, ktg.GAN)
+    np.testing.assert_array_equal(loaded.generate(4, seed=7), gan.generate(4, seed=7))
+    assert loaded.gradient_penalty == "r1" and loaded.penalty_weight == 10.0
+    assert isinstance(loaded.adversarial_loss, ktg.losses.HingeLoss)
+    assert int(loaded.step_counter.numpy()) == 2
+    assert int(loaded.generator_optimizer.iterations.numpy()) == 2
+    for a, b in zip(
+        gan.discriminator_optimizer.variables,
+        loaded.discriminator_optimizer.variables,
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # Training goes on from the loaded state.
+    loaded.fit(batches(random_images(16), 8), epochs=1, verbose=0)
+    assert int(loaded.step_counter.numpy()) == 4
+
+
+def test_get_config_round_trip():
+    gan = tiny_gan(num_classes=2, discriminator_steps=3, seed=5)
+    clone = ktg.GAN.from_config(gan.get_config())
+    assert clone.num_classes == 2 and clone.discriminator_steps == 3 and clone.seed == 5
+    assert clone.latent_dim == LATENT
+    compile_config = gan.get_compile_config()
+    assert compile_config["loss"]["class_name"] == "NonSaturatingLoss"
+    clone.compile_from_config(compile_config)
+    assert clone.generator_optimizer.learning_rate.numpy() == pytest.approx(2e-4)
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def test_images_of_the_wrong_shape_are_refused():
+    gan = tiny_gan()
+    ds = tf.data.Dataset.from_tensor_slices(np.zeros((8, 32, 32, 1), "float32")).batch(
+        4
+    )
+    with pytest.raises(ValueError, match=r"Expected images of shape \(28, 28, 1\)"):
+        gan.fit(ds, epochs=1, verbose=0)
+
+
+def test_uint8_images_are_refused_with_the_fix():
+    gan = tiny_gan()
+    ds = tf.data.Dataset.from_tensor_slices(np.zeros((8, 28, 28, 1), "uint8")).batch(4)
+    with pytest.raises(ValueError, match="dtype uint8.*load_images"):
+        gan.fit(ds, epochs=1, verbose=0)
+
+
+def test_empty_dataset_is_refused():
+    gan = tiny_gan()
+    ds = tf.data.Dataset.from_tensor_slices(random_images(3)).batch(
+        4, drop_remainder=True
+    )
+    with pytest.raises(ValueError, match="empty"):
+        gan.fit(ds, epochs=1, verbose=0)
+    unknown = (
+        tf.data.Dataset.from_tensor_slices(random_images(3))
+        .filter(lambda x: False)
+        .batch(4)
+    )
+    with pytest.raises(ValueError, match="yielded nothing"):
+        gan.fit(unknown, epochs=1, verbose=0)
+
+
+def test_labels_without_num_classes_are_refused():
+    gan = tiny_gan()
+    ds = batches(random_images(8), 4, labels=np.zeros(8, "int32"))
+    with pytest.raises(ValueError, match="num_classes=None"):
+        gan.fit(ds, epochs=1, verbose=0)
+
+
+def test_num_classes_without_labels_is_refused():
+    gan = tiny_gan(num_classes=2)
+    with pytest.raises(ValueError, match=r"Expected \(images, labels\) batches"):
+        gan.fit(batches(random_images(8), 4), epochs=1, verbose=0)
+
+
+def test_unconditional_models_with_num_classes_are_refused():
+    with pytest.raises(ValueError, match="Expected a generator with 2 input"):
+        ktg.GAN(
+            ktg.models.dcgan_generator(latent_dim=LATENT, width=8),
+            ktg.models.dcgan_discriminator(width=8),
+            latent_dim=LATENT,
+            num_classes=2,
+        )
+
+
+def test_latent_dim_must_match_the_generator():
+    with pytest.raises(
+        ValueError, match=r"generator's input size 8\. Received: latent_dim=16"
+    ):
+        ktg.GAN(
+            ktg.models.dcgan_generator(latent_dim=8, width=8),
+            ktg.models.dcgan_discriminator(width=8),
+            latent_dim=16,
+        )
+
+
+def test_unknown_loss_and_penalty_names_are_refused():
+    with pytest.raises(ValueError, match="Expected `loss` to be one of"):
+        tiny_gan(compile_kwargs={"loss": "nonsaturating"})
+    with pytest.raises(ValueError, match="Expected `gradient_penalty` to be one of"):
+        tiny_gan(gradient_penalty="gp")
+
+
+def test_global_batch_not_divisible_by_replicas_is_refused():
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
+    gan = tiny_gan(strategy=strategy)
+    ds = batches(random_images(12), 6)
+    with pytest.raises(ValueError, match="divisible by the 4 replica"):
+        gan.fit(ds, epochs=1, verbose=0)
+    unbatched_size = tf.data.Dataset.from_tensor_slices(random_images(8)).batch(4)
+    with pytest.raises(ValueError, match="fixed global batch size"):
+        gan.fit(unbatched_size, epochs=1, verbose=0)
+
+
+def test_compile_refuses_what_the_gan_owns():
+    with pytest.raises(ValueError, match="does not take `optimizer`"):
+        tiny_gan(compile_kwargs={"optimizer": "adam"})
+
+
+def test_synchronized_batchnorm_with_xla_under_mirrored_is_explained():
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
+    with pytest.raises(ValueError, match="synchronized BatchNormalization"):
+        tiny_gan(norm="batch", strategy=strategy, compile_kwargs={"jit_compile": True})
+    gan = tiny_gan(
+        norm="batch", strategy=strategy, compile_kwargs={"jit_compile": "auto"}
+    )
+    assert gan.xla is False
+
+
+def test_steps_per_execution_under_mirrored_is_refused():
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
+    with pytest.raises(ValueError, match="steps_per_execution=1"):
+        tiny_gan(strategy=strategy, compile_kwargs={"steps_per_execution": 2})
+
+
+def test_steps_per_execution_on_one_device():
+    gan = tiny_gan(compile_kwargs={"steps_per_execution": 2})
+    gan.fit(batches(random_images(16), 4), epochs=1, verbose=0)
+    assert int(gan.step_counter.numpy()) == 4
