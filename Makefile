@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(BIN)/keras-tpugan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[cpu,test]"
 	touch $@
 
 install: $(BIN)/keras-tpugan

@@ -4,6 +4,14 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+try:
+    import tensorflow  # noqa: F401
+except ImportError as e:
+    raise ImportError(
+        "keras_tpugan needs TensorFlow, which it installs through an extra: "
+        "`pip install 'keras-tpugan[cpu]'`, `[gpu]` or `[tpu]`."
+    ) from e
+
 import keras  # noqa: E402
 
 if keras.backend.backend() != "tensorflow":

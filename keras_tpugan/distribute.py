@@ -136,14 +136,11 @@ def is_chief(strategy=None):
         A bool: False only on the non-chief workers of a multi-worker run.
     """
     strategy = strategy or tf.distribute.get_strategy()
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ):
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return True
+    resolver = strategy.cluster_resolver
     task_type, task_id = resolver.task_type, resolver.task_id
-    return (
-        task_type is None
-        or task_type == "chief"
-        or (task_type == "worker" and task_id == 0)
-    )
+    if task_type is None or task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return task_type == "worker" and task_id == 0 and not has_chief

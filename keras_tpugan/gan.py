@@ -306,7 +306,15 @@ class GAN(keras.Model):
         weight = tf.cast(global_batch, "float32")
         for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
             tracker.update_state(value, sample_weight=weight)
-        return {t.name: t.result() for t in self.trackers}
+        logs = {t.name: t.result() for t in self.trackers}
+        if isinstance(
+            self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
+        ):
+            # Keras reduces step outputs across workers with a mean over
+            # axis 0, which fails on scalars: hand it rank-1 values (every
+            # replica holds the same all-reduced numbers).
+            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
+        return logs
 
     # ------------------------------------- per-replica math (XLA-compiled)
 

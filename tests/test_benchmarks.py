@@ -9,7 +9,18 @@ import throughput  # noqa: E402
 
 def test_throughput_script_prints_and_saves_the_table(tmp_path, capsys):
     out = tmp_path / "bench.csv"
-    args = ["--batch-sizes", "8", "--steps", "1", "--width", "8", "--latent-dim", "8"]
+    args = [
+        "--batch-sizes",
+        "8",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--width",
+        "8",
+        "--latent-dim",
+        "8",
+    ]
     assert throughput.main([*args, "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| mixed_bfloat16 | on | 8 |" in printed and "GFLOP/s" in printed

@@ -1,0 +1,57 @@
+"""MultiWorkerMirroredStrategy: two worker processes on localhost."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+WORKER = os.path.join(os.path.dirname(__file__), "multiworker_worker.py")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(extra)
+    return env
+
+
+def test_two_workers_match_one_replica(tmp_path):
+    reference = tmp_path / "one.json"
+    subprocess.run(
+        [sys.executable, WORKER, str(reference)],
+        env=_env(KIND="cpu"),
+        check=True,
+        timeout=300,
+    )
+    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    workers = []
+    for index in range(2):
+        tf_config = json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        )
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, WORKER, str(tmp_path / f"w{index}.json")],
+                env=_env(TF_CONFIG=tf_config),
+            )
+        )
+    assert [w.wait(timeout=300) for w in workers] == [0, 0]
+    one = json.loads(reference.read_text())
+    results = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
+    assert one["replicas"] == 1
+    assert [r["replicas"] for r in results] == [2, 2]
+    assert [r["chief"] for r in results] == [True, False]
+    for result in results:
+        assert result["logs"].keys() == one["logs"].keys()
+        for key, value in one["logs"].items():
+            np.testing.assert_allclose(result["logs"][key], value, atol=1e-5)
+        for a, b in zip(one["weights"], result["weights"], strict=True):
+            np.testing.assert_allclose(np.array(a), np.array(b), atol=1e-5)
