@@ -1,6 +1,7 @@
 """`TrainConfig`: every setting of a training run, validated, with presets."""
 
 import dataclasses
+import types
 import typing
 
 from keras_tpugan import distribute, losses, penalties, precision
@@ -170,12 +171,16 @@ PRESETS = {
 }
 
 
+def _is_union(annotation):
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
 def _is_type(value, annotation):
     if annotation is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if typing.get_origin(annotation) is typing.Union:
+    if _is_union(annotation):
         return any(_is_type(value, a) for a in typing.get_args(annotation))
     if annotation is type(None):
         return value is None
@@ -183,7 +188,7 @@ def _is_type(value, annotation):
 
 
 def _type_name(annotation):
-    if typing.get_origin(annotation) is typing.Union:
+    if _is_union(annotation):
         return " or ".join(_type_name(a) for a in typing.get_args(annotation))
     return "None" if annotation is type(None) else annotation.__name__
 
@@ -191,7 +196,7 @@ def _type_name(annotation):
 def _parse(text, annotation, key):
     options = (
         typing.get_args(annotation)
-        if typing.get_origin(annotation) is typing.Union
+        if _is_union(annotation)
         else (annotation,)
     )
     if type(None) in options and text.lower() in ("none", "null", ""):
