@@ -194,11 +194,7 @@ def _type_name(annotation):
 
 
 def _parse(text, annotation, key):
-    options = (
-        typing.get_args(annotation)
-        if _is_union(annotation)
-        else (annotation,)
-    )
+    options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
     if type(None) in options and text.lower() in ("none", "null", ""):
         return None
     for option in options:
