@@ -19,8 +19,8 @@ demo: install
 	$(BIN)/keras-tpugan train --preset demo --out runs/demo
 
 lint: install
-	$(BIN)/ruff check keras_tpugan tests benchmarks
-	$(BIN)/ruff format --check keras_tpugan tests benchmarks
+	$(BIN)/ruff check keras_tpugan tests benchmarks notebooks
+	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
 
 test: lint
 	$(BIN)/python -m pytest -q

@@ -25,21 +25,31 @@ from keras_tpugan import (
     callbacks,  # noqa: E402
     data,  # noqa: E402
     distribute,  # noqa: E402
+    images,  # noqa: E402
+    large_batch,  # noqa: E402
     losses,  # noqa: E402
+    metrics,  # noqa: E402
     models,  # noqa: E402
     penalties,  # noqa: E402
     precision,  # noqa: E402
 )
 from keras_tpugan.gan import GAN  # noqa: E402
+from keras_tpugan.lars import LARS  # noqa: E402
+from keras_tpugan.warmup import LinearWarmup  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GAN",
+    "LARS",
+    "LinearWarmup",
     "callbacks",
     "data",
     "distribute",
+    "images",
+    "large_batch",
     "losses",
+    "metrics",
     "models",
     "penalties",
     "precision",

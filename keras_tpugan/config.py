@@ -4,7 +4,7 @@ import dataclasses
 import types
 import typing
 
-from keras_tpugan import distribute, losses, penalties, precision
+from keras_tpugan import distribute, large_batch, losses, penalties, precision
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +34,18 @@ class TrainConfig:
     epochs: int = 30
     learning_rate: float = 2e-4
     beta_1: float = 0.5
+    # Optimizer of both networks: "adam", "lars" (its rate multiplies the
+    # layer-wise trust ratio: values near 1 are usual) or "lamb"; and epochs
+    # of linear learning-rate warm-up.
+    optimizer: str = "adam"
+    warmup_epochs: int = 0
     # Adversarial loss, gradient penalty (None, "wgan-gp", "r1"), n_critic.
     loss: str = "non_saturating"
     gradient_penalty: str | None = None
     penalty_weight: float | None = None
     discriminator_steps: int = 1
+    # Keep an exponential moving average of the generator (None: off).
+    ema_decay: float | None = None
     # Speed: dtype policy, XLA, strategy kind ("auto", "tpu", "gpu", "cpu").
     precision: str = "mixed_bfloat16"
     jit_compile: bool = True
@@ -48,6 +55,10 @@ class TrainConfig:
     # Outputs: images per sample grid, and a grid every N epochs.
     num_samples: int = 64
     sample_every: int = 1
+    # Quality metrics (FCD, classifier score, KID) every N epochs (0: off),
+    # on this many generated images; MNIST-like 28x28x1 data only.
+    quality_every: int = 5
+    quality_images: int = 1000
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -63,6 +74,7 @@ class TrainConfig:
             "loss": tuple(losses.LOSSES),
             "precision": precision.POLICIES,
             "strategy": distribute.KINDS,
+            "optimizer": large_batch.OPTIMIZERS,
         }
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
@@ -79,11 +91,20 @@ class TrainConfig:
             "discriminator_steps",
             "num_samples",
             "sample_every",
+            "quality_images",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
                 )
+        if self.warmup_epochs < 0:
+            raise ValueError(
+                f"Expected warmup_epochs >= 0. Received: {self.warmup_epochs}."
+            )
+        if self.quality_every < 0:
+            raise ValueError(
+                f"Expected quality_every >= 0. Received: {self.quality_every}."
+            )
         if self.learning_rate <= 0:
             raise ValueError(
                 f"Expected learning_rate > 0. Received: {self.learning_rate}."
@@ -145,6 +166,8 @@ PRESETS = {
         epochs=40,
         precision="mixed_bfloat16",
         jit_compile=True,
+        ema_decay=0.999,
+        quality_every=5,
     ),
     # Seconds: checks that everything runs.
     "smoke": dict(
@@ -155,6 +178,8 @@ PRESETS = {
         epochs=1,
         precision="float32",
         num_samples=16,
+        quality_every=1,
+        quality_images=200,
     ),
     # The reference study's setting on a TPU v3-8: full MNIST from TFDS,
     # bfloat16 + XLA, batch 512, 30 epochs.

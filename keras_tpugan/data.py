@@ -53,7 +53,10 @@ def load_images(
         source: For a dataset name: `"tfds"`, `"offline"` (the MNIST subset),
             or `"auto"`: TFDS when its data is on disk or can be downloaded,
             else, for MNIST, the offline subset. The source used is logged.
-        shuffle: Shuffle (seeded, reshuffled each epoch).
+        shuffle: Shuffle, in an order that is a function of the seed and the
+            epoch alone (see `set_epoch`), so that resumed runs are exact.
+            Each window of 10,000 images is permuted (the whole dataset
+            when it is smaller).
         seed: Shuffle seed.
         image_size: `(height, width)` to resize to (required for folders).
         data_dir: TFDS data directory.
@@ -96,15 +99,63 @@ def load_images(
             "smaller batch size."
         )
     ds = ds.cache()
+    epoch = None
     if shuffle:
-        ds = ds.shuffle(
-            min(n or 10_000, 60_000), seed=seed, reshuffle_each_iteration=True
-        )
+        ds, epoch = _shuffle_by_epoch(ds, min(n or 10_000, 10_000), seed)
     ds = ds.batch(batch_size, drop_remainder=True)
+    if n is not None:
+        ds = ds.apply(tf.data.experimental.assert_cardinality(n // batch_size))
     if not labels:
         ds = ds.map(lambda x, y: x)
     ds = ds.prefetch(tf.data.AUTOTUNE)
+    ds._keras_tpugan_epoch = epoch
     return (ds, info) if return_info else ds
+
+
+def set_epoch(dataset, epoch):
+    """Sets the epoch that keys the shuffle order of a `load_images` dataset.
+
+    The order of epoch `e` is a function of `(seed, e)` alone, so a run
+    resumed at epoch `e` (for example by `keras.callbacks.BackupAndRestore`)
+    sees the same batches as one that was never interrupted. `GAN.fit` calls
+    this at the start of every epoch; call it yourself when you iterate the
+    dataset by hand (otherwise every pass has the order of epoch 0).
+
+    Args:
+        dataset: A dataset returned by `load_images` (others are ignored).
+        epoch: The epoch index (0-based).
+
+    Returns:
+        True if the dataset has an epoch-keyed order, else False.
+    """
+    variable = getattr(dataset, "_keras_tpugan_epoch", None)
+    if variable is None:
+        return False
+    variable.assign(int(epoch))
+    return True
+
+
+def _shuffle_by_epoch(ds, window, seed):
+    # tf.data's shuffle reshuffles per iterator, counting from 0 in every
+    # process, and mixes in TensorFlow's global seed. Here each element gets
+    # a stateless random key from (seed, epoch, index) and every window of
+    # `window` elements is sorted by it: the order of epoch e is the same in
+    # any process, so a resumed run sees the same batches.
+    with tf.init_scope():
+        epoch = tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
+
+    def add_key(index, element):
+        epoch_seed = tf.constant(seed, "int64") * 1_000_003 + epoch.read_value()
+        key = tf.random.stateless_uniform([], seed=tf.stack([epoch_seed, index]))
+        return key, element
+
+    def sort_window(keys, element):
+        order = tf.argsort(keys)
+        return tf.nest.map_structure(lambda t: tf.gather(t, order), element)
+
+    ds = ds.enumerate().map(add_key, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(window).map(sort_window).unbatch()
+    return ds, epoch
 
 
 def offline_mnist(split="all"):

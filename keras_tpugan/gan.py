@@ -48,6 +48,13 @@ class GAN(keras.Model):
         gradient_penalty: `None`, `"wgan-gp"` or `"r1"`.
         penalty_weight: Weight of the gradient penalty (default 10.0).
         seed: Seed of the latents (and WGAN-GP interpolation weights).
+        ema_decay: If set (for example 0.999), keep `ema_generator`, an
+            exponential moving average of the generator's weights, updated
+            after every generator step with the decay
+            `min(ema_decay, (1 + step) / (10 + step))` (a warm-up, so early
+            averages forget the random initial weights). `generate` (and so
+            the sample grids and quality metrics) uses it; it is saved with
+            the GAN.
         **kwargs: Passed to `keras.Model` (for example `name`).
 
     Example:
@@ -85,6 +92,7 @@ class GAN(keras.Model):
         gradient_penalty=None,
         penalty_weight=None,
         seed=0,
+        ema_decay=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -104,6 +112,19 @@ class GAN(keras.Model):
             penalty_weight = penalties.DEFAULT_WEIGHTS[gradient_penalty]
         self.penalty_weight = None if penalty_weight is None else float(penalty_weight)
         self.seed = int(seed)
+        if ema_decay is not None and not 0.0 < ema_decay < 1.0:
+            raise ValueError(
+                "Expected `ema_decay` in (0, 1) or None. Received: "
+                f"ema_decay={ema_decay}."
+            )
+        self.ema_decay = None if ema_decay is None else float(ema_decay)
+        self.ema_generator = None
+        if ema_decay is not None:
+            # Keras has no separate moving-average copy of a model (the
+            # optimizers' `use_ema` overwrites the weights at the end of fit).
+            self.ema_generator = keras.models.clone_model(generator)
+            self.ema_generator.set_weights(generator.get_weights())
+            self.ema_generator.trainable = False
         # Training steps taken: keys the latents, so resume is exact.
         self.step_counter = self.add_weight(
             name="step_counter",
@@ -196,7 +217,18 @@ class GAN(keras.Model):
         """Trains the GAN; see `keras.Model.fit`.
 
         Before training it checks what it can of the input: the dataset is
-        not empty, and the global batch splits evenly over the replicas.
+        not empty, and the global batch splits evenly over the replicas. For
+        a `load_images` dataset it keys the shuffle order on the epoch, so a
+        run resumed by `keras.callbacks.BackupAndRestore` is exact.
+
+        Args:
+            x: A `tf.data.Dataset` of images or `(images, labels)` batches
+                (global batches), or an array of images.
+            y: Labels when `x` is an array (conditional GAN).
+            batch_size: Global batch size when `x` is an array.
+            epochs: Number of epochs.
+            **kwargs: Other `keras.Model.fit` arguments (`callbacks`,
+                `verbose`, `initial_epoch`, `steps_per_epoch`, ...).
 
         Returns:
             A `keras.callbacks.History`.
@@ -204,6 +236,9 @@ class GAN(keras.Model):
         self._check_fit_input(x, batch_size)
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
+            if getattr(x, "_keras_tpugan_epoch", None) is not None:
+                callbacks = list(kwargs.get("callbacks") or [])
+                kwargs["callbacks"] = [_DataEpoch(x), *callbacks]
         history = super().fit(x, y, batch_size=batch_size, epochs=epochs, **kwargs)
         first_epoch = self._initial_epoch or kwargs.get("initial_epoch", 0)
         # The trackers weigh each step by its global batch: no images, no count.
@@ -215,7 +250,14 @@ class GAN(keras.Model):
             )
         return history
 
-    def generate(self, num_images_or_latents, labels=None, seed=None, batch_size=256):
+    def generate(
+        self,
+        num_images_or_latents,
+        labels=None,
+        seed=None,
+        batch_size=256,
+        use_ema=True,
+    ):
         """Generates images with the generator in inference mode.
 
         Args:
@@ -226,6 +268,7 @@ class GAN(keras.Model):
             seed: Seed of the latents when a number is given (`None`: a
                 fresh random draw).
             batch_size: Images per generator call.
+            use_ema: Use `ema_generator` when the GAN keeps one.
 
         Returns:
             A float32 numpy array in [-1, 1] of shape `(n, *image_shape)`.
@@ -233,13 +276,16 @@ class GAN(keras.Model):
         latents = self._latents_for(num_images_or_latents, seed)
         n = latents.shape[0]
         labels = self._labels_for(labels, n)
+        generator = self.generator
+        if use_ema and self.ema_generator is not None:
+            generator = self.ema_generator
         out = []
         for i in range(0, n, batch_size):
             z = latents[i : i + batch_size]
             inputs = z if labels is None else [z, labels[i : i + batch_size]]
             out.append(
                 keras.ops.convert_to_numpy(
-                    keras.ops.cast(self.generator(inputs, training=False), "float32")
+                    keras.ops.cast(generator(inputs, training=False), "float32")
                 )
             )
         return np.concatenate(out, axis=0)
@@ -259,6 +305,7 @@ class GAN(keras.Model):
             self.discriminator_steps, local_batch, global_batch
         )
         g_loss = self._train_generator(latents, labels, global_batch)
+        self._update_ema()
         self.step_counter.assign_add(1)
         return self._update_metrics(
             tf.add_n(d_stats) / len(d_stats), g_loss, global_batch
@@ -298,6 +345,21 @@ class GAN(keras.Model):
         _assign(self.generator.non_trainable_variables, g_state)
         opt.apply(grads, self.generator.trainable_variables)
         return g_loss
+
+    def _update_ema(self):
+        if self.ema_generator is None:
+            return
+        # Warm-up as in tf.train.ExponentialMovingAverage's num_updates:
+        # early averages must not hold on to the random initial weights.
+        step = tf.cast(self.step_counter.value, "float32")
+        decay = tf.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+        for average, variable in zip(
+            self.ema_generator.weights, self.generator.weights, strict=True
+        ):
+            if variable.trainable:
+                average.assign(decay * average + (1.0 - decay) * variable)
+            else:  # normalization statistics: copied
+                average.assign(variable)
 
     def _update_metrics(self, d_stats, g_loss, global_batch):
         # Each replica holds its share of the global mean: sum them once.
@@ -560,6 +622,7 @@ class GAN(keras.Model):
             "gradient_penalty": self.gradient_penalty,
             "penalty_weight": self.penalty_weight,
             "seed": self.seed,
+            "ema_decay": self.ema_decay,
         }
 
     @classmethod
@@ -587,6 +650,19 @@ class GAN(keras.Model):
         for key in ("generator_optimizer", "discriminator_optimizer", "loss"):
             config[key] = keras.saving.deserialize_keras_object(config[key])
         self.compile(**config)
+
+
+class _DataEpoch(keras.callbacks.Callback):
+    """Keys a `load_images` dataset's shuffle order on the epoch."""
+
+    def __init__(self, dataset):
+        super().__init__()
+        self.dataset = dataset
+
+    def on_epoch_begin(self, epoch, logs=None):
+        from keras_tpugan import data
+
+        data.set_epoch(self.dataset, epoch)
 
 
 def _values(variables):

@@ -6,18 +6,20 @@ import time
 
 import keras
 
-from keras_tpugan import callbacks, data, distribute, models, precision
+from keras_tpugan import callbacks, data, distribute, large_batch, models, precision
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.gan import GAN
 
 
-def build_gan(config, image_shape, num_classes=None):
+def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
     """Builds and compiles the GAN a config describes (call inside a scope).
 
     Args:
         config: A `TrainConfig`.
         image_shape: `(height, width, channels)` of the data.
         num_classes: Number of classes for a conditional GAN.
+        steps_per_epoch: Steps per epoch, to turn `warmup_epochs` into
+            steps (required when `warmup_epochs > 0`).
 
     Returns:
         A compiled `keras_tpugan.GAN`.
@@ -42,14 +44,23 @@ def build_gan(config, image_shape, num_classes=None):
         gradient_penalty=config.gradient_penalty,
         penalty_weight=config.penalty_weight,
         seed=config.seed,
+        ema_decay=config.ema_decay,
     )
+    if config.warmup_epochs and not steps_per_epoch:
+        raise ValueError(
+            "Expected steps_per_epoch with warmup_epochs > 0. Received: "
+            f"steps_per_epoch={steps_per_epoch}."
+        )
+    warmup_steps = config.warmup_epochs * (steps_per_epoch or 0)
+
+    def optimizer():
+        return large_batch.make_optimizer(
+            config.optimizer, config.learning_rate, config.beta_1, warmup_steps
+        )
+
     gan.compile(
-        generator_optimizer=keras.optimizers.Adam(
-            config.learning_rate, beta_1=config.beta_1
-        ),
-        discriminator_optimizer=keras.optimizers.Adam(
-            config.learning_rate, beta_1=config.beta_1
-        ),
+        generator_optimizer=optimizer(),
+        discriminator_optimizer=optimizer(),
         loss=config.loss,
         jit_compile=config.jit_compile,
     )
@@ -60,9 +71,11 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     """Trains a GAN as `config` says and writes everything under `workdir`.
 
     Writes `config.json`, `samples/epoch_*.png` and `samples/samples.gif`,
-    `history.csv`, `loss_curves.png`, `generator.keras` and `summary.json`
-    (data source, replicas, precision, XLA, batch, images/s, wall time,
-    final losses).
+    `history.csv`, `loss_curves.png`, `generator.keras` (the EMA generator
+    when there is one) and `summary.json` (data source, replicas, precision,
+    XLA, batch, images/s, wall time, final losses and quality metrics). For
+    28x28x1 data it scores FCD, classifier score and KID every
+    `quality_every` epochs; a `DivergenceGuard` stops a diverging run.
 
     Args:
         config: A `TrainConfig`.
@@ -103,14 +116,32 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         return_info=True,
     )
     with strategy.scope():
-        gan = build_gan(config, info["image_shape"], info["num_classes"])
+        gan = build_gan(
+            config,
+            info["image_shape"],
+            info["num_classes"],
+            steps_per_epoch=(info["num_examples"] or 0) // config.batch_size or None,
+        )
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
+    guard = callbacks.DivergenceGuard()
+    scoring = []
+    if config.quality_every and tuple(info["image_shape"]) == (28, 28, 1):
+        scoring = [
+            callbacks.QualityMetrics(
+                every_n_epochs=config.quality_every,
+                num_images=config.quality_images,
+                seed=config.seed,
+            )
+        ]
+    fit_started = time.perf_counter()
     history = gan.fit(
         ds,
         epochs=config.epochs,
         verbose=verbose,
         callbacks=[
             speed,
+            *scoring,
+            guard,
             callbacks.SampleGrid(
                 os.path.join(workdir, "samples"),
                 every_n_epochs=config.sample_every,
@@ -121,8 +152,10 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
             *extra_callbacks,
         ],
     )
+    train_seconds = time.perf_counter() - fit_started
     if distribute.is_chief(strategy):
-        gan.generator.save(os.path.join(workdir, "generator.keras"))
+        generator = gan.ema_generator or gan.generator
+        generator.save(os.path.join(workdir, "generator.keras"))
     summary = {
         "data_source": info["source"],
         "dataset": config.dataset,
@@ -136,7 +169,10 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "images_per_sec": speed.mean_images_per_sec,
         "first_epoch_seconds": speed.first_epoch_seconds,
         "mean_epoch_seconds": speed.mean_epoch_seconds,
+        "train_seconds": train_seconds,
         "wall_seconds": time.perf_counter() - started,
+        "ema_decay": config.ema_decay,
+        "stopped_reason": guard.stopped_reason,
         "final": {k: float(v[-1]) for k, v in history.history.items()},
     }
     with open(os.path.join(workdir, "summary.json"), "w") as f:

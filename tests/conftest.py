@@ -1,8 +1,11 @@
 """Test set-up: four logical CPU devices, float32 by default, tiny models."""
 
 import os
+import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# One classifier cache for the whole run, away from the user's own cache.
+os.environ["KERAS_TPUGAN_CACHE"] = tempfile.mkdtemp(prefix="keras_tpugan_cache_")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
@@ -57,3 +60,11 @@ def batches(images, batch_size, labels=None, repeat=1):
     data = images if labels is None else (images, labels)
     ds = tf.data.Dataset.from_tensor_slices(data)
     return ds.batch(batch_size, drop_remainder=True).repeat(repeat)
+
+
+@pytest.fixture(scope="session")
+def classifier_dir():
+    """A cache folder where the MNIST metric classifier is trained once."""
+    directory = ktg.metrics.cache_dir()
+    ktg.metrics.mnist_classifier(directory)
+    return directory

@@ -99,3 +99,142 @@ def test_tile_pads_missing_cells():
     assert grid[1:5, 1:5].min() == 255 and grid[6:10, 11:15].max() == 0
     with pytest.raises(ValueError, match="rows \\* cols >= the 5 images"):
         ktg.images.tile(np.ones((5, 4, 4, 1)), rows=1, cols=3)
+
+
+def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier_dir):
+    ds = ktg.data.load_images("mnist", source="offline", batch_size=200)
+    gan = tiny_gan(ema_decay=0.9)
+    quality = ktg.callbacks.QualityMetrics(
+        num_images=500, classifier_dir=classifier_dir
+    )
+    callbacks = [
+        ktg.callbacks.Throughput(),
+        quality,
+        ktg.callbacks.DivergenceGuard(),
+        ktg.callbacks.SampleGrid(tmp_path / "samples"),
+        ktg.callbacks.LossCurves(tmp_path),
+    ]
+    history = gan.fit(ds, epochs=2, verbose=0, callbacks=callbacks)
+    assert sorted(os.listdir(tmp_path / "samples")) == [
+        "epoch_0001.png",
+        "epoch_0002.png",
+        "samples.gif",
+    ]
+    assert Image.open(tmp_path / "samples" / "epoch_0001.png").size == (8 * 58 + 2,) * 2
+    with open(tmp_path / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2
+    assert set(rows[0]) == {
+        "epoch",
+        "d_loss",
+        "g_loss",
+        "d_real",
+        "d_fake",
+        "images_per_sec",
+        "step_time_ms",
+        "fcd",
+        "classifier_score",
+        "kid",
+        "fcd_real_floor",
+        "classifier_score_real",
+    }
+    fcd = history.history["fcd"]
+    assert np.isfinite(fcd).all() and fcd[-1] > history.history["fcd_real_floor"][-1]
+    assert 1.0 <= history.history["classifier_score"][-1] <= 10.0
+    assert history.history["classifier_score_real"][-1] > 9.0
+
+
+def test_quality_metrics_every_n_epochs_logs_nan_between(classifier_dir):
+    gan = tiny_gan()
+    quality = ktg.callbacks.QualityMetrics(
+        every_n_epochs=2,
+        num_images=50,
+        classifier_dir=classifier_dir,
+        real_images=random_images(100),
+        held_out_images=random_images(100, seed=1),
+    )
+    history = gan.fit(
+        batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality]
+    )
+    fcd = history.history["fcd"]
+    assert np.isnan(fcd[0]) and np.isfinite(fcd[1]) and np.isfinite(fcd[2])
+
+
+def _rgb_gan():
+    gan = ktg.GAN(
+        ktg.models.dcgan_generator(latent_dim=8, image_shape=(32, 32, 3), width=8),
+        ktg.models.dcgan_discriminator(image_shape=(32, 32, 3), width=8),
+        latent_dim=8,
+    )
+    gan.compile()
+    return gan, batches(np.zeros((4, 32, 32, 3), "float32"), 4)
+
+
+def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_dir):
+    gan, ds = _rgb_gan()
+    quality = ktg.callbacks.QualityMetrics(classifier_dir=classifier_dir)
+    with pytest.raises(ValueError, match="28x28x1 digits.*features='inception'"):
+        gan.fit(ds, epochs=1, verbose=0, callbacks=[quality])
+    with pytest.raises(ValueError, match="Expected `real_images`"):
+        ktg.callbacks.QualityMetrics(features="inception")
+
+
+def test_quality_metrics_fid_plumbing_with_random_inception_weights():
+    gan, ds = _rgb_gan()
+    rng = np.random.default_rng(0)
+    quality = ktg.callbacks.QualityMetrics(
+        features="inception",
+        inception_weights=None,
+        num_images=6,
+        real_images=rng.uniform(-1, 1, (6, 32, 32, 3)),
+        held_out_images=rng.uniform(-1, 1, (6, 32, 32, 3)),
+    )
+    history = gan.fit(ds, epochs=1, verbose=0, callbacks=[quality])
+    assert set(history.history) >= {"fid", "kid", "fid_real_floor"}
+    assert np.isfinite(history.history["fid"][0]) and history.history["fid"][0] >= 0
+
+
+class _Poison(keras.callbacks.Callback):
+    """Makes the discriminator's weights NaN after epoch `after`."""
+
+    def __init__(self, after):
+        super().__init__()
+        self.after = after
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == self.after:
+            for w in self.model.discriminator.trainable_weights:
+                w.assign(np.full(w.shape, np.nan, "float32"))
+
+
+def test_divergence_guard_stops_on_nan_and_restores_good_weights():
+    gan = tiny_gan()
+    guard = ktg.callbacks.DivergenceGuard(d_loss_band=None)
+    history = gan.fit(
+        batches(random_images(8), 4),
+        epochs=5,
+        verbose=0,
+        callbacks=[guard, _Poison(after=2)],
+    )
+    # Epoch 2's end is recorded as good before the poison (guard runs first).
+    assert "became nan at epoch 3, step 1" in guard.stopped_reason
+    assert "restored to the end of epoch 2" in guard.stopped_reason
+    assert len(history.epoch) == 3
+    for w in gan.get_weights():
+        assert np.isfinite(w).all()
+
+
+def test_divergence_guard_stops_when_d_loss_leaves_the_band():
+    gan = tiny_gan()
+    start = [w.copy() for w in gan.get_weights()]
+    guard = ktg.callbacks.DivergenceGuard(d_loss_band=(100.0, 200.0), patience=2)
+    history = gan.fit(
+        batches(random_images(8), 4), epochs=5, verbose=0, callbacks=[guard]
+    )
+    assert len(history.epoch) == 2
+    assert "stayed outside [100.0, 200.0] for 2 epoch(s)" in guard.stopped_reason
+    assert "the start of training" in guard.stopped_reason
+    for a, b in zip(start, gan.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="low < high"):
+        ktg.callbacks.DivergenceGuard(d_loss_band=(2.0, 1.0))

@@ -1,17 +1,21 @@
+import csv
 import json
 import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
+import pytest
 import tensorflow as tf
+from PIL import Image
 
-import keras_tpugan as ktg
 from keras_tpugan import cli
 
 
-def test_train_smoke_writes_the_run_directory(tmp_path, capsys):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, classifier_dir):
+    out = tmp_path_factory.mktemp("smoke") / "run"
     status = cli.main(
         [
             "train",
@@ -25,6 +29,11 @@ def test_train_smoke_writes_the_run_directory(tmp_path, capsys):
         ]
     )
     assert status == 0
+    return out
+
+
+def test_train_smoke_writes_the_run_directory(smoke_run):
+    out = smoke_run
     for name in (
         "config.json",
         "history.csv",
@@ -40,13 +49,97 @@ def test_train_smoke_writes_the_run_directory(tmp_path, capsys):
     cpus = len(tf.config.list_logical_devices("CPU"))
     assert summary["data_source"] == "offline" and summary["replicas"] == cpus == 4
     assert summary["batch_size"] == 128 and summary["precision"] == "float32"
-    assert np.isfinite(summary["final"]["g_loss"])
+    assert summary["images_per_sec"] is None  # one epoch: only the compiling one
+    assert summary["first_epoch_seconds"] > 0
+    final = summary["final"]
+    assert np.isfinite(final["g_loss"]) and np.isfinite(final["fcd"])
+    assert final["classifier_score_real"] > 9
     assert json.loads((out / "config.json").read_text())["batch_size"] == 128
-    generator = ktg.models.dcgan_generator  # the saved model loads safely
-    import keras
-
     loaded = keras.saving.load_model(out / "generator.keras", safe_mode=True)
-    assert loaded.output_shape == generator(latent_dim=16, width=16).output_shape
+    assert loaded.output_shape == (None, 28, 28, 1)
+
+
+def test_sample_writes_a_grid(smoke_run, tmp_path, capsys):
+    out = tmp_path / "grid.png"
+    assert (
+        cli.main(["sample", "--model", str(smoke_run), "--num", "9", "--out", str(out)])
+        == 0
+    )
+    assert Image.open(out).size == (3 * 58 + 2, 3 * 58 + 2)
+    assert (
+        cli.main(["sample", "--model", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    )
+    assert "Expected a .keras file or a run directory" in capsys.readouterr().err
+    assert (
+        cli.main(
+            [
+                "sample",
+                "--model",
+                str(smoke_run),
+                "--labels",
+                "1",
+                "--num",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
+    assert "not class-conditional" in capsys.readouterr().err
+
+
+def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = [
+        "sweep",
+        "--preset",
+        "smoke",
+        "--batch-sizes",
+        "64",
+        "32",
+        "5000",
+        "--epochs",
+        "2",
+        "--lr-scaling",
+        "linear",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "2 runs ok, 1 failed" in printed
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["batch_size"] for r in rows] == ["32", "64", "5000"]
+    assert list(rows[0]) == [
+        "batch_size",
+        "learning_rate",
+        "steps_per_epoch",
+        "mean_epoch_seconds",
+        "total_seconds",
+        "time_reduction_pct",
+        "images_per_sec",
+        "d_loss",
+        "g_loss",
+        "fcd",
+        "classifier_score",
+        "status",
+    ]
+    assert rows[0]["status"] == rows[1]["status"] == "ok"
+    assert rows[2]["status"].startswith("failed: ValueError: Expected batch_size <=")
+    assert int(rows[0]["steps_per_epoch"]) == 4000 // 32
+    assert float(rows[0]["time_reduction_pct"]) == 0.0
+    # Linear scaling from the smallest batch: 64 gets twice 32's rate.
+    assert float(rows[1]["learning_rate"]) == pytest.approx(
+        2 * float(rows[0]["learning_rate"])
+    )
+    assert float(rows[1]["fcd"]) > 0 and 1 <= float(rows[1]["classifier_score"]) <= 10
+    table = (out / "results.md").read_text()
+    assert table.count("\n") == 5 and "| FCD | classifier score |" in table
+    assert len(json.loads((out / "results.json").read_text())) == 3
+    for plot in ("learning_curves.png", "epoch_time.png", "quality_vs_time.png"):
+        assert Image.open(out / plot).size[0] > 300, plot
 
 
 def test_errors_are_one_clear_line(tmp_path, capsys):
@@ -57,13 +150,31 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
     )
     assert cli.main(["train", "--set", "epoch=2", "--out", str(tmp_path)]) == 2
     assert "Valid settings" in capsys.readouterr().err
+    # 4 replicas here: a global batch of 30 does not split.
+    assert (
+        cli.main(
+            [
+                "train",
+                "--preset",
+                "smoke",
+                "--set",
+                "batch_size=30",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "divisible by the 4 replica" in err and "\n" not in err
 
 
-def test_help_has_an_example():
+@pytest.mark.parametrize("command", ["train", "sweep", "tune", "sample", "bench"])
+def test_every_subcommand_has_help_with_an_example(command):
     result = subprocess.run(
-        [sys.executable, "-m", "keras_tpugan.cli", "train", "--help"],
+        [sys.executable, "-m", "keras_tpugan.cli", command, "--help"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "keras-tpugan train --preset demo" in result.stdout
+    assert "examples:" in result.stdout and f"keras-tpugan {command} " in result.stdout

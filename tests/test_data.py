@@ -41,12 +41,21 @@ def test_load_offline_mnist(caplog):
     assert sum(1 for _ in ds) == 4000 // 64
 
 
-def test_shuffle_is_seeded_and_reshuffles_each_epoch():
+def test_shuffle_order_is_a_function_of_seed_and_epoch():
     a = data.load_images("mnist", source="offline", batch_size=32, seed=1)
     b = data.load_images("mnist", source="offline", batch_size=32, seed=1)
     first_a, first_b = next(iter(a)).numpy(), next(iter(b)).numpy()
     np.testing.assert_array_equal(first_a, first_b)
-    assert not np.array_equal(first_a, next(iter(a)).numpy())
+    np.testing.assert_array_equal(first_a, next(iter(a)).numpy())  # same epoch
+    assert data.set_epoch(a, 1)
+    second = next(iter(a)).numpy()
+    assert not np.array_equal(first_a, second)
+    assert data.set_epoch(b, 1)
+    np.testing.assert_array_equal(second, next(iter(b)).numpy())
+    other_seed = data.load_images("mnist", source="offline", batch_size=32, seed=2)
+    assert not np.array_equal(first_a, next(iter(other_seed)).numpy())
+    assert not data.set_epoch(a.unbatch(), 1)  # not a load_images dataset
+    assert int(a.cardinality()) == 4000 // 32
 
 
 def test_auto_falls_back_to_the_offline_subset_and_says_so(monkeypatch, caplog):

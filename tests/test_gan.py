@@ -291,3 +291,48 @@ def test_steps_per_execution_on_one_device():
     gan = tiny_gan(compile_kwargs={"steps_per_execution": 2})
     gan.fit(batches(random_images(16), 4), epochs=1, verbose=0)
     assert int(gan.step_counter.numpy()) == 4
+
+
+def test_ema_generator_tracks_the_generator_and_is_used_to_generate(tmp_path):
+    gan = tiny_gan(ema_decay=0.75)
+    before = [w.numpy() for w in gan.generator.weights]
+    np.testing.assert_array_equal(
+        gan.generate(2, seed=0), gan.generate(2, seed=0, use_ema=False)
+    )
+    gan.step_counter.assign(100)  # past the warm-up: the decay is 0.75
+    gan.fit(batches(random_images(8), 8), epochs=1, verbose=0)  # one step
+    for average, new, old in zip(
+        gan.ema_generator.weights, gan.generator.weights, before, strict=True
+    ):
+        expected = 0.75 * old + 0.25 * new.numpy() if new.trainable else new.numpy()
+        np.testing.assert_allclose(average.numpy(), expected, atol=1e-6)
+    ema_images = gan.generate(2, seed=0)
+    assert not np.allclose(ema_images, gan.generate(2, seed=0, use_ema=False))
+    path = str(tmp_path / "gan.keras")
+    gan.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.ema_decay == 0.75
+    np.testing.assert_array_equal(loaded.generate(2, seed=0), ema_images)
+    with pytest.raises(ValueError, match=r"ema_decay` in \(0, 1\)"):
+        tiny_gan(ema_decay=1.0)
+
+
+def test_ema_warm_up_follows_the_generator_at_first():
+    gan = tiny_gan(ema_decay=0.999)
+    before = [w.numpy() for w in gan.generator.weights]
+    gan.fit(batches(random_images(8), 8), epochs=1, verbose=0)  # step 0
+    # decay = min(0.999, 1 / 10) = 0.1 at step 0.
+    for average, new, old in zip(
+        gan.ema_generator.weights, gan.generator.weights, before, strict=True
+    ):
+        if new.trainable:
+            np.testing.assert_allclose(
+                average.numpy(), 0.1 * old + 0.9 * new.numpy(), atol=1e-6
+            )
+
+
+def test_ema_is_the_same_on_two_replicas():
+    ref_w, _, ref = _train(1, {"ema_decay": 0.5}, {"jit_compile": True})
+    _, _, two = _train(2, {"ema_decay": 0.5}, {"jit_compile": True})
+    for a, b in zip(ref.ema_generator.weights, two.ema_generator.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)

@@ -1,8 +1,17 @@
-"""Callbacks that show a GAN learning: sample grids and learning curves."""
+"""Callbacks that show a GAN learning, score it and guard it."""
 
+from keras_tpugan.callbacks.divergence_guard import DivergenceGuard
 from keras_tpugan.callbacks.gan_callback import GANCallback
 from keras_tpugan.callbacks.loss_curves import LossCurves
+from keras_tpugan.callbacks.quality_metrics import QualityMetrics
 from keras_tpugan.callbacks.sample_grid import SampleGrid
 from keras_tpugan.callbacks.throughput import Throughput
 
-__all__ = ["GANCallback", "LossCurves", "SampleGrid", "Throughput"]
+__all__ = [
+    "DivergenceGuard",
+    "GANCallback",
+    "LossCurves",
+    "QualityMetrics",
+    "SampleGrid",
+    "Throughput",
+]

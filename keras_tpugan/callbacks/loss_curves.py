@@ -77,12 +77,16 @@ class LossCurves(GANCallback):
         # keras.callbacks.CSVLogger adds empty val_* columns when there is
         # no validation data, which a GAN never has: write the rows here.
         path = self.path("history.csv")
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path, newline="") as f:
+                header = next(csv.reader(f))
+        else:
+            header = ["epoch", *sorted(logs)]
+            with open(path, "w", newline="") as f:
+                csv.writer(f).writerow(header)
         with open(path, "a", newline="") as f:
-            writer = csv.writer(f)
-            if new:
-                writer.writerow(["epoch", *sorted(logs)])
-            writer.writerow([epoch + 1, *(float(logs[k]) for k in sorted(logs))])
+            row = {**logs, "epoch": epoch + 1}
+            csv.writer(f).writerow([row.get(k, "") for k in header])
 
     def figure(self):
         """Returns the learning-curve figure (a matplotlib `Figure`)."""

@@ -1,0 +1,197 @@
+"""Training throughput of the default MNIST GAN: images/s and FLOP/s.
+
+Measures, in one run on one machine, images/s (the median of a few timings:
+shared machines are noisy) for several batch sizes, with and without XLA, in
+float32 and mixed_bfloat16, and the achieved FLOP/s as a fraction of a
+large matmul's FLOP/s measured in the same run (float32 matmul for float32
+runs, bfloat16 matmul for mixed_bfloat16 runs; the better of TensorFlow's
+own kernel and XLA's).
+
+FLOPs per image are counted from the layer shapes (multiply-adds x 2 of the
+convolutions and dense layers; Keras has no FLOP counter). Backward
+passes cost about twice the forward one, so the discriminator update costs
+G + 2 x 3 D (forward and backward on real and generated images) and the
+generator update 3 G + 2 D (D's backward needs input gradients only):
+4 G + 8 D per image in all, a lower bound on the work done.
+
+Used by `keras-tpugan bench` and `benchmarks/throughput.py`.
+"""
+
+import csv
+import itertools
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_tpugan import distribute, precision
+from keras_tpugan.config import TrainConfig
+from keras_tpugan.train import build_gan
+
+IMAGE_SHAPE = (28, 28, 1)
+
+
+def forward_flops(model):
+    """Forward FLOPs per example of a functional model's conv/dense layers."""
+    total = 0
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Conv2DTranspose):
+            _, h, w, c_in = layer.input.shape
+            k = np.prod(layer.kernel_size)
+            total += 2 * h * w * c_in * k * layer.filters
+        elif isinstance(layer, keras.layers.Conv2D):
+            _, h, w, c_out = layer.output.shape
+            k = np.prod(layer.kernel_size)
+            total += 2 * h * w * c_out * k * layer.input.shape[-1]
+        elif isinstance(layer, keras.layers.Dense):
+            total += 2 * layer.input.shape[-1] * layer.units
+    return int(total)
+
+
+def matmul_flops_per_sec(dtype, n=2048, repeats=10):
+    """FLOP/s of an n x n matmul chain: the better of TF's kernel and XLA's."""
+    a = tf.cast(tf.random.normal([n, n]), dtype)
+    best = 0.0
+    for xla in (False, True):
+
+        @tf.function(jit_compile=xla)
+        def chain(x):
+            for _ in range(repeats):
+                x = tf.matmul(x, a) * 0.01
+            return x
+
+        chain(a).numpy()  # trace and compile
+        start = time.perf_counter()
+        chain(a).numpy()
+        best = max(best, 2 * n**3 * repeats / (time.perf_counter() - start))
+    return best
+
+
+def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy):
+    """Median images/s over `repeats` timed fits, and FLOPs per image."""
+    precision.configure(policy)
+    config = TrainConfig(
+        precision=policy,
+        jit_compile=xla,
+        batch_size=batch_size,
+        width=width,
+        latent_dim=latent_dim,
+    )
+    distribute.check_global_batch(batch_size, strategy)
+    with strategy.scope():
+        gan = build_gan(config, IMAGE_SHAPE)
+    images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *IMAGE_SHAPE))
+    ds = tf.data.Dataset.from_tensors(images.astype("float32")).repeat().prefetch(2)
+    gan.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)  # trace and compile
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        gan.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
+        rates.append(steps * batch_size / (time.perf_counter() - start))
+    flops = 4 * forward_flops(gan.generator) + 8 * forward_flops(gan.discriminator)
+    return float(np.median(rates)), flops
+
+
+def throughput_matrix(
+    batch_sizes=(64, 128, 256),
+    replicas=(1,),
+    precisions=("float32", "mixed_bfloat16"),
+    xla=(False, True),
+    steps=10,
+    repeats=3,
+    width=128,
+    latent_dim=128,
+    csv_path=None,
+    printer=print,
+):
+    """Measures images/s over precision x XLA x batch size x replicas.
+
+    Args:
+        batch_sizes: Global batch sizes.
+        replicas: Replica counts (devices of the local accelerator, or
+            logical CPUs).
+        precisions: Dtype policies.
+        xla: XLA settings.
+        steps: Steps per timing.
+        repeats: Timings per cell (the median is reported).
+        width: Model width.
+        latent_dim: Latent size.
+        csv_path: If set, also write the rows there as CSV.
+        printer: Called with each line of output.
+
+    Returns:
+        The rows: dicts with precision, xla, replicas, batch_size,
+        images_per_sec, gflops_per_sec and fraction_of_matmul.
+    """
+    device = tf.config.list_logical_devices()[0].name
+    peak = {
+        p: matmul_flops_per_sec("bfloat16" if "16" in p else "float32")
+        for p in precisions
+    }
+    printer(f"device: {device}; TF {tf.__version__}, Keras {keras.__version__}")
+    for policy, value in peak.items():
+        printer(f"matmul 2048^2 reference for {policy}: {value / 1e9:.1f} GFLOP/s")
+    rows = []
+    for n, policy, use_xla, batch in itertools.product(
+        replicas, precisions, xla, batch_sizes
+    ):
+        strategy = distribute.get_strategy("auto", num_replicas=n)
+        row = {"precision": policy, "xla": use_xla, "replicas": n, "batch_size": batch}
+        try:
+            rate, flops = measure(
+                policy, use_xla, batch, steps, width, latent_dim, repeats, strategy
+            )
+        except (ValueError, tf.errors.ResourceExhaustedError) as e:
+            row.update(
+                images_per_sec=None, gflops_per_sec=None, fraction_of_matmul=None
+            )
+            printer(f"{row}: failed: {str(e).splitlines()[0]}")
+            rows.append(row)
+            continue
+        achieved = rate * flops
+        row.update(
+            images_per_sec=round(rate, 1),
+            gflops_per_sec=round(achieved / 1e9, 2),
+            fraction_of_matmul=round(achieved / peak[policy], 4),
+        )
+        rows.append(row)
+        printer(str(row))
+    for line in format_table(rows):
+        printer(line)
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
+def format_table(rows):
+    """Returns the rows as Markdown table lines, with ratios to float32/no-XLA."""
+    base = {
+        (r["replicas"], r["batch_size"]): r["images_per_sec"]
+        for r in rows
+        if r["precision"] == "float32" and not r["xla"]
+    }
+    lines = [
+        "",
+        "| precision | XLA | replicas | batch | images/s | vs float32 no-XLA "
+        "| GFLOP/s | of matmul |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r["images_per_sec"] is None:
+            lines.append(
+                f"| {r['precision']} | {'on' if r['xla'] else 'off'} | {r['replicas']} "
+                f"| {r['batch_size']} | failed | - | - | - |"
+            )
+            continue
+        reference = base.get((r["replicas"], r["batch_size"]))
+        ratio = f"{r['images_per_sec'] / reference:.2f}x" if reference else "-"
+        lines.append(
+            f"| {r['precision']} | {'on' if r['xla'] else 'off'} | {r['replicas']} "
+            f"| {r['batch_size']} | {r['images_per_sec']:.0f} | {ratio} "
+            f"| {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
+        )
+    return lines

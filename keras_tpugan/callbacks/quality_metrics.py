@@ -1,0 +1,166 @@
+"""`QualityMetrics`: FCD, classifier score and KID in the training logs."""
+
+from keras_tpugan import data, metrics
+from keras_tpugan.callbacks.gan_callback import GANCallback
+
+NAMES = {
+    "classifier": (
+        "fcd",
+        "classifier_score",
+        "kid",
+        "fcd_real_floor",
+        "classifier_score_real",
+    ),
+    "inception": ("fid", "kid", "fid_real_floor"),
+}
+
+
+class QualityMetrics(GANCallback):
+    """Scores generated images every few epochs and logs the scores.
+
+    With `features="classifier"` (MNIST-like 28x28x1 images) it uses the
+    package's MNIST classifier (`metrics.mnist_classifier`, trained and
+    cached on first use) to compare `num_images` generated images with the
+    real training digits:
+
+    - `fcd`: Frechet classifier distance (lower is better);
+    - `classifier_score`: Inception-score recipe (10 is the ceiling);
+    - `kid`: kernel distance (lower is better);
+    - `fcd_real_floor` and `classifier_score_real`: the same measured on
+      held-out real digits, the best a generator can hope for.
+
+    With `features="inception"` (RGB images; pass `real_images`, and
+    `held_out_images` for the floor) it logs `fid`, `kid` and
+    `fid_real_floor` on InceptionV3 features (ImageNet weights are
+    downloaded once).
+
+    The values join the epoch logs (so History, CSV files, TensorBoard,
+    `EarlyStopping` and keras-tuner can use them); epochs that are not
+    scored log NaN.
+
+    Args:
+        every_n_epochs: Score after every `every_n_epochs` epochs (and after
+            the last one).
+        num_images: Generated images per score.
+        real_images: Real images in [-1, 1] to compare with (default: the
+            offline subset's 4,000 train digits).
+        held_out_images: Held-out real images for the floor (default: the
+            offline subset's 1,000 test digits).
+        seed: Seed of the generated images' latents.
+        classifier_dir: Cache folder of the classifier.
+        features: `"classifier"` (MNIST) or `"inception"` (RGB, FID).
+        inception_weights: Weights for `features="inception"` (`None`:
+            random weights, for offline tests of the plumbing only).
+
+    Example:
+
+    ```python
+    quality = ktg.callbacks.QualityMetrics(every_n_epochs=5)
+    history = gan.fit(ds, epochs=30, callbacks=[quality])
+    history.history["fcd"][-1]
+    ```
+    """
+
+    def __init__(
+        self,
+        every_n_epochs=1,
+        num_images=1000,
+        real_images=None,
+        held_out_images=None,
+        seed=0,
+        classifier_dir=None,
+        features="classifier",
+        inception_weights="imagenet",
+    ):
+        super().__init__(None)
+        if features not in NAMES:
+            raise ValueError(
+                f"Expected features in {tuple(NAMES)}. Received: features={features!r}."
+            )
+        if features == "inception" and real_images is None:
+            raise ValueError(
+                "Expected `real_images` (RGB, in [-1, 1]) with features='inception'. "
+                "Received: real_images=None."
+            )
+        if every_n_epochs < 1 or num_images < 2:
+            raise ValueError(
+                "Expected every_n_epochs >= 1 and num_images >= 2. Received: "
+                f"every_n_epochs={every_n_epochs}, num_images={num_images}."
+            )
+        self.every_n_epochs = every_n_epochs
+        self.num_images = num_images
+        self.real_images = real_images
+        self.held_out_images = held_out_images
+        self.seed = seed
+        self.classifier_dir = classifier_dir
+        self.features = features
+        self.inception_weights = inception_weights
+        self.real_features = None
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        shape = tuple(self.model.generator.output_shape[1:])
+        if self.features == "classifier" and shape != (28, 28, 1):
+            raise ValueError(
+                "QualityMetrics scores 28x28x1 digits with its MNIST classifier. "
+                f"Received: a generator of {shape} images. For RGB images pass "
+                "features='inception' and real_images."
+            )
+        if self.real_features is not None:
+            return
+        if self.features == "inception":
+            self.real_features, _ = self._extract(self.real_images)
+            self.floor = {"fid_real_floor": float("nan")}
+            if self.held_out_images is not None:
+                held, _ = self._extract(self.held_out_images)
+                self.floor["fid_real_floor"] = metrics.frechet_distance(
+                    self.real_features, held
+                )
+            return
+        self.classifier, self.record = metrics.mnist_classifier(self.classifier_dir)
+        real, held_out = self.real_images, self.held_out_images
+        if real is None:
+            real = data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
+        if held_out is None:
+            held_out = data.offline_mnist("test")[0].astype("float32") / 127.5 - 1
+        self.real_features, _ = self._extract(real)
+        held_features, held_probs = self._extract(held_out)
+        self.floor = {
+            "fcd_real_floor": metrics.frechet_distance(
+                self.real_features, held_features
+            ),
+            "classifier_score_real": metrics.classifier_score(held_probs),
+        }
+
+    def _extract(self, images):
+        if self.features == "inception":
+            return metrics.inception_features(images, self.inception_weights), None
+        return metrics.classifier_outputs(self.classifier, images)
+
+    def on_epoch_end(self, epoch, logs=None):
+        last = epoch + 1 == self.params.get("epochs")
+        scores = dict.fromkeys(NAMES[self.features], float("nan"))
+        if (epoch + 1) % self.every_n_epochs == 0 or last:
+            scores.update(self.score())
+        if logs is not None:
+            logs.update(scores)
+
+    def score(self):
+        """Scores `num_images` images from the GAN now.
+
+        Returns:
+            A dict with the scores (`fcd`, `classifier_score`, `kid` and the
+            real floor; `fid`, `kid` and the floor for inception features).
+        """
+        images = self.model.generate(self.num_images, seed=self.seed)
+        features, probabilities = self._extract(images)
+        distance = metrics.frechet_distance(self.real_features, features)
+        kid = metrics.kernel_distance(self.real_features, features)
+        if self.features == "inception":
+            return {"fid": distance, "kid": kid, **self.floor}
+        return {
+            "fcd": distance,
+            "classifier_score": metrics.classifier_score(probabilities),
+            "kid": kid,
+            **self.floor,
+        }

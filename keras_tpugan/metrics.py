@@ -1,0 +1,251 @@
+"""Sample-quality metrics that work offline.
+
+An MNIST classifier trained by the package on the offline subset (seeded,
+cached on disk with its test accuracy, rebuilt when missing) provides
+features and class probabilities for:
+
+- the Frechet classifier distance (FCD): FID's recipe on the classifier's
+  penultimate features;
+- the classifier score: the Inception score's recipe on its probabilities
+  (10 is the ceiling for 10 balanced classes);
+- the kernel distance (KID's recipe: unbiased MMD^2, cubic polynomial kernel).
+
+For RGB data, `inception_features` gives FID's own InceptionV3 features
+(ImageNet weights need internet once; `weights=None` runs offline).
+"""
+
+import json
+import logging
+import os
+
+import keras
+import numpy as np
+import scipy.linalg
+
+from keras_tpugan import data
+
+logger = logging.getLogger("keras_tpugan")
+
+CLASSIFIER_VERSION = 1
+MIN_ACCURACY = 0.97
+
+
+def cache_dir():
+    """The cache folder: `$KERAS_TPUGAN_CACHE`, else `~/.cache/keras_tpugan`."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "keras_tpugan")
+    return os.environ.get("KERAS_TPUGAN_CACHE", default)
+
+
+def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
+    """Returns the MNIST classifier and its record, training it if needed.
+
+    The classifier is trained on the offline subset's 4,000 train digits
+    and tested on its 1,000 held-out digits; the model is cached as
+    `mnist_classifier_v1.keras` with a JSON record (test accuracy, seed).
+    It is float32 whatever the global dtype policy.
+
+    Args:
+        directory: Cache folder (default: `cache_dir()`).
+        rebuild: Train again even when a cached model exists.
+        epochs: Training epochs.
+        seed: Seed of the weights, the shuffling and the augmentation.
+
+    Returns:
+        `(model, record)`: a `keras.Model` from images in [-1, 1] to
+        `[features, probabilities]`, and a dict with `test_accuracy`.
+
+    Example:
+
+    >>> model, record = mnist_classifier()
+    >>> record["test_accuracy"] >= 0.97
+    True
+    """
+    directory = directory or cache_dir()
+    path = os.path.join(directory, f"mnist_classifier_v{CLASSIFIER_VERSION}.keras")
+    record_path = path.replace(".keras", ".json")
+    if not rebuild and os.path.exists(path) and os.path.exists(record_path):
+        with open(record_path) as f:
+            return keras.saving.load_model(path), json.load(f)
+    os.makedirs(directory, exist_ok=True)
+    model, record = _train_classifier(epochs, seed)
+    model.save(path)
+    with open(record_path, "w") as f:
+        json.dump(record, f, indent=2)
+    logger.warning(
+        "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
+        record["test_accuracy"],
+        path,
+    )
+    return model, record
+
+
+def _train_classifier(epochs, seed):
+    keras.utils.set_random_seed(seed)
+    x_train, y_train = data.offline_mnist("train")
+    x_test, y_test = data.offline_mnist("test")
+    x_train = x_train.astype("float32") / 127.5 - 1.0
+    x_test = x_test.astype("float32") / 127.5 - 1.0
+    layers = keras.layers
+    inputs = keras.Input((28, 28, 1), dtype="float32")
+    h = layers.RandomTranslation(0.1, 0.1, fill_value=-1.0, seed=seed, dtype="float32")(
+        inputs
+    )
+    for filters in (32, 64):
+        h = layers.Conv2D(
+            filters, 3, padding="same", activation="relu", dtype="float32"
+        )(h)
+        h = layers.Conv2D(
+            filters, 3, padding="same", activation="relu", dtype="float32"
+        )(h)
+        h = layers.MaxPooling2D(dtype="float32")(h)
+    h = layers.Flatten(dtype="float32")(h)
+    features = layers.Dense(128, activation="relu", name="features", dtype="float32")(h)
+    dropped = layers.Dropout(0.3, seed=seed, dtype="float32")(features)
+    logits = layers.Dense(10, dtype="float32")(dropped)
+    probabilities = layers.Softmax(name="probabilities", dtype="float32")(logits)
+    trainer = keras.Model(inputs, probabilities)
+    trainer.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    trainer.fit(x_train, y_train, batch_size=64, epochs=epochs, verbose=0)
+    accuracy = float(trainer.evaluate(x_test, y_test, verbose=0)[1])
+    model = keras.Model(inputs, [features, probabilities], name="mnist_classifier")
+    record = {
+        "test_accuracy": accuracy,
+        "train_images": len(x_train),
+        "test_images": len(x_test),
+        "epochs": epochs,
+        "seed": seed,
+        "version": CLASSIFIER_VERSION,
+    }
+    return model, record
+
+
+def classifier_outputs(model, images, batch_size=500):
+    """Features and class probabilities of images in [-1, 1].
+
+    Args:
+        model: A model returned by `mnist_classifier`.
+        images: Array `(n, 28, 28, 1)` in [-1, 1].
+        batch_size: Images per call.
+
+    Returns:
+        `(features, probabilities)` as float64 numpy arrays.
+    """
+    features, probabilities = [], []
+    for i in range(0, len(images), batch_size):
+        f, p = model(np.asarray(images[i : i + batch_size], "float32"), training=False)
+        features.append(keras.ops.convert_to_numpy(f))
+        probabilities.append(keras.ops.convert_to_numpy(p))
+    return (
+        np.concatenate(features).astype("float64"),
+        np.concatenate(probabilities).astype("float64"),
+    )
+
+
+def frechet_distance(features_a, features_b):
+    """Frechet distance between Gaussians fitted to two feature sets.
+
+    `||mu_a - mu_b||^2 + Tr(S_a + S_b - 2 (S_a S_b)^(1/2))`, FID's formula
+    (with a 1e-6 ridge on the covariances).
+
+    Args:
+        features_a: Array `(n, d)`.
+        features_b: Array `(m, d)`.
+
+    Returns:
+        A float (0 for identical distributions).
+    """
+    a, b = np.asarray(features_a, "float64"), np.asarray(features_b, "float64")
+    mu_a, mu_b = a.mean(0), b.mean(0)
+    cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    # Dead ReLU features make the covariances singular: a tiny ridge keeps
+    # the matrix square root stable (it moves the distance by ~1e-6 * d).
+    ridge = 1e-6 * np.eye(len(cov_a))
+    root = scipy.linalg.sqrtm((cov_a + ridge) @ (cov_b + ridge)).real
+    distance = ((mu_a - mu_b) ** 2).sum() + np.trace(cov_a + cov_b - 2.0 * root)
+    # The true distance is >= 0; rounding in the square root of nearly
+    # singular covariances (few samples) can leave it slightly below.
+    return float(max(distance, 0.0))
+
+
+def classifier_score(probabilities):
+    """The Inception-score recipe: `exp(E_x KL(p(y|x) || p(y)))`.
+
+    Args:
+        probabilities: Array `(n, classes)` of class probabilities.
+
+    Returns:
+        A float between 1 and the number of classes.
+    """
+    p = np.clip(np.asarray(probabilities, "float64"), 1e-12, 1.0)
+    marginal = p.mean(0, keepdims=True)
+    return float(np.exp((p * (np.log(p) - np.log(marginal))).sum(1).mean()))
+
+
+def kernel_distance(features_a, features_b, subset_size=1000, num_subsets=10, seed=0):
+    """KID's recipe: unbiased MMD^2 with the kernel `(x.y / d + 1)^3`.
+
+    Averaged over random subsets of both sets (each at most `subset_size`).
+
+    Args:
+        features_a: Array `(n, d)`.
+        features_b: Array `(m, d)`.
+        subset_size: Examples per subset.
+        num_subsets: Number of subsets averaged.
+        seed: Seed of the subset draws.
+
+    Returns:
+        A float (about 0 for identical distributions; can be slightly
+        negative, being unbiased).
+    """
+    a, b = np.asarray(features_a, "float64"), np.asarray(features_b, "float64")
+    d = a.shape[1]
+    m = min(subset_size, len(a), len(b))
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(num_subsets):
+        x = a[rng.choice(len(a), m, replace=False)]
+        y = b[rng.choice(len(b), m, replace=False)]
+        kxx, kyy, kxy = (
+            (x @ x.T / d + 1) ** 3,
+            (y @ y.T / d + 1) ** 3,
+            (x @ y.T / d + 1) ** 3,
+        )
+        off = m * (m - 1)
+        values.append(
+            (kxx.sum() - np.trace(kxx)) / off
+            + (kyy.sum() - np.trace(kyy)) / off
+            - 2.0 * kxy.mean()
+        )
+    return float(np.mean(values))
+
+
+def inception_features(images, weights="imagenet", batch_size=64):
+    """FID's features: InceptionV3's 2048-d pool features of RGB images.
+
+    Args:
+        images: Array `(n, h, w, 3)` in [-1, 1] (resized to 299x299).
+        weights: `"imagenet"` (downloaded once, needs internet) or None
+            (random weights: shapes and plumbing only).
+        batch_size: Images per call.
+
+    Returns:
+        A float64 array `(n, 2048)`.
+    """
+    images = np.asarray(images, "float32")
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(
+            f"Expected RGB images (n, h, w, 3). Received: shape {images.shape}."
+        )
+    model = keras.applications.InceptionV3(
+        include_top=False, weights=weights, pooling="avg", input_shape=(299, 299, 3)
+    )
+    out = []
+    for i in range(0, len(images), batch_size):
+        # InceptionV3 expects [-1, 1], as the GAN's images already are.
+        batch = keras.ops.image.resize(images[i : i + batch_size], (299, 299))
+        out.append(keras.ops.convert_to_numpy(model(batch, training=False)))
+    return np.concatenate(out).astype("float64")

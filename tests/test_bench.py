@@ -1,0 +1,62 @@
+import csv
+import os
+import subprocess
+import sys
+
+import keras
+
+from keras_tpugan import bench, cli
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "throughput.py")
+TINY = [
+    "--batch-sizes",
+    "8",
+    "--steps",
+    "1",
+    "--repeats",
+    "1",
+    "--width",
+    "8",
+    "--latent-dim",
+    "8",
+]
+
+
+def test_bench_prints_and_saves_the_matrix(tmp_path, capsys):
+    out = tmp_path / "bench.csv"
+    assert cli.main(["bench", *TINY, "--replicas", "1", "2", "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| mixed_bfloat16 | on | 2 | 8 |" in printed and "GFLOP/s" in printed
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8  # replicas x precision x XLA
+    assert {r["replicas"] for r in rows} == {"1", "2"}
+    assert all(float(r["images_per_sec"]) > 0 for r in rows)
+    assert all(0 < float(r["fraction_of_matmul"]) for r in rows)
+
+
+def test_bench_records_a_batch_that_does_not_split(capsys):
+    rows = bench.throughput_matrix(
+        batch_sizes=[6],
+        replicas=[4],
+        precisions=["float32"],
+        xla=[False],
+        steps=1,
+        repeats=1,
+        width=8,
+        latent_dim=8,
+    )
+    assert rows[0]["images_per_sec"] is None
+    assert "divisible by the 4 replica" in capsys.readouterr().out
+
+
+def test_benchmark_script_help():
+    result = subprocess.run(
+        [sys.executable, SCRIPT, "--help"], capture_output=True, text=True, check=True
+    )
+    assert "keras-tpugan bench --batch-sizes" in result.stdout
+
+
+def test_forward_flops_of_a_dense_layer():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
+    assert bench.forward_flops(model) == 2 * 3 * 5

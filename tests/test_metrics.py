@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+import keras_tpugan as ktg
+from keras_tpugan import metrics
+
+
+@pytest.fixture(scope="module")
+def outputs(classifier_dir):
+    model, record = metrics.mnist_classifier(classifier_dir)
+    train = ktg.data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
+    test = ktg.data.offline_mnist("test")[0].astype("float32") / 127.5 - 1
+    noise = np.random.default_rng(0).uniform(-1, 1, (1000, 28, 28, 1))
+    return record, {
+        name: metrics.classifier_outputs(model, images)
+        for name, images in (("train", train), ("test", test), ("noise", noise))
+    }
+
+
+def test_classifier_is_accurate_and_cached(classifier_dir, outputs):
+    record, _ = outputs
+    assert record["test_accuracy"] >= 0.97
+    assert record["train_images"] == 4000 and record["test_images"] == 1000
+    model, again = metrics.mnist_classifier(classifier_dir)  # from the cache
+    assert again == record
+    features, probabilities = model(np.zeros((2, 28, 28, 1), "float32"))
+    assert features.shape == (2, 128) and probabilities.shape == (2, 10)
+
+
+def test_fcd_separates_real_from_noise(outputs):
+    _, out = outputs
+    floor = metrics.frechet_distance(out["train"][0], out["test"][0])
+    noise = metrics.frechet_distance(out["train"][0], out["noise"][0])
+    assert 0 <= floor < noise / 20
+
+
+def test_classifier_score_of_real_digits_is_above_9(outputs):
+    _, out = outputs
+    assert 9.0 < metrics.classifier_score(out["test"][1]) <= 10.0
+    assert metrics.classifier_score(out["noise"][1]) < 3.0
+
+
+def test_kernel_distance_separates_real_from_noise(outputs):
+    _, out = outputs
+    real = metrics.kernel_distance(out["train"][0], out["test"][0])
+    noise = metrics.kernel_distance(out["train"][0], out["noise"][0])
+    assert abs(real) < noise / 20
+
+
+def test_metric_formulas_on_known_inputs():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2000, 3))
+    assert metrics.frechet_distance(a, a) == pytest.approx(0.0, abs=1e-4)
+    # Shifting the mean by 2 in each of 3 dims adds 12.
+    assert metrics.frechet_distance(a, a + 2.0) == pytest.approx(12.0, abs=1e-3)
+    uniform = np.full((10, 10), 0.1)
+    assert metrics.classifier_score(uniform) == pytest.approx(1.0)
+    assert metrics.classifier_score(np.eye(10)) == pytest.approx(10.0, rel=1e-6)
+
+
+def test_inception_features_shape_offline():
+    features = metrics.inception_features(
+        np.zeros((2, 32, 32, 3), "float32"), weights=None
+    )
+    assert features.shape == (2, 2048)
+    with pytest.raises(ValueError, match="Expected RGB images"):
+        metrics.inception_features(np.zeros((2, 28, 28, 1)), weights=None)

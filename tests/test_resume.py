@@ -1,0 +1,74 @@
+"""Exact resume with keras.callbacks.BackupAndRestore."""
+
+import keras
+import numpy as np
+import pytest
+from conftest import random_images, tiny_gan
+
+import keras_tpugan as ktg
+
+EPOCHS = 4
+
+
+class DataEpochs(keras.callbacks.Callback):
+    """Records the epoch that keys the dataset's shuffle order."""
+
+    def __init__(self, dataset):
+        super().__init__()
+        self.dataset, self.seen = dataset, []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 0:
+            self.seen.append(int(self.dataset._keras_tpugan_epoch.numpy()))
+
+
+class Crash(keras.callbacks.Callback):
+    def __init__(self, after_epoch):
+        super().__init__()
+        self.after_epoch = after_epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == self.after_epoch:
+            raise RuntimeError("killed")
+
+
+def _run(backup_dir, crash_after=None, scramble=False):
+    keras.utils.set_random_seed(1)  # the same script, started again
+    gan = tiny_gan(ema_decay=0.9, discriminator_steps=2, gradient_penalty="wgan-gp")
+    if scramble:  # so only a real restore can give the reference's weights
+        gan.set_weights([w + 0.5 for w in gan.get_weights()])
+    ds = ktg.data.load_images(random_images(32), batch_size=8, seed=3)
+    epochs = DataEpochs(ds)
+    callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir)), epochs]
+    if crash_after:
+        callbacks.append(Crash(crash_after))
+    history = gan.fit(ds, epochs=EPOCHS, verbose=0, callbacks=callbacks)
+    history.data_epochs = epochs.seen
+    return gan, history
+
+
+def _state(gan):
+    weights = gan.generator.weights + gan.discriminator.weights
+    weights += gan.ema_generator.weights
+    weights += gan.generator_optimizer.variables + gan.discriminator_optimizer.variables
+    return [np.asarray(w.numpy()) for w in weights] + [gan.step_counter.numpy()]
+
+
+def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
+    reference, ref_history = _run(tmp_path / "a")
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(tmp_path / "b", crash_after=2)
+    resumed, history = _run(tmp_path / "b", scramble=True)
+    assert history.epoch == [2, 3]
+    # Each epoch has its own data order, and the resumed run picks it up.
+    assert ref_history.data_epochs == [0, 1, 2, 3] and history.data_epochs == [2, 3]
+    assert int(resumed.step_counter.numpy()) == EPOCHS * 4
+    for a, b in zip(_state(reference), _state(resumed), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+    for key in ref_history.history:
+        np.testing.assert_allclose(
+            history.history[key], ref_history.history[key][2:], atol=1e-6
+        )
+    np.testing.assert_array_equal(
+        resumed.generate(4, seed=0), reference.generate(4, seed=0)
+    )

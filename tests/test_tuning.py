@@ -1,0 +1,96 @@
+import csv
+import json
+
+import keras_tuner as kt
+import numpy as np
+import pytest
+
+from keras_tpugan import distribute, tuning
+from keras_tpugan.config import TrainConfig
+
+SMOKE = TrainConfig.preset("smoke")
+
+
+def _hypermodel(classifier_dir, **kwargs):
+    return tuning.GANHyperModel(
+        "mnist",
+        source="offline",
+        batch_sizes=[32, 64],
+        config=SMOKE,
+        strategy=distribute.get_strategy("cpu", num_replicas=1),
+        image_budget=640,
+        evaluations=2,
+        quality_images=200,
+        classifier_dir=classifier_dir,
+        **kwargs,
+    )
+
+
+def test_grid_search_over_two_batch_sizes(tmp_path, classifier_dir):
+    best, rows = tuning.search_batch_size(
+        hypermodel=_hypermodel(classifier_dir), directory=str(tmp_path)
+    )
+    assert sorted(r["batch_size"] for r in rows) == [32, 64]
+    assert all(r["status"] == "ok" for r in rows)
+    # Budgets in images seen: both trials saw the same number of images.
+    assert {r["images_seen"] for r in rows} == {640}
+    winner = min(rows, key=lambda r: r["objective"])
+    assert best["batch_size"] == winner["batch_size"]
+    assert all(r["objective"] == r["fcd"] for r in rows)
+    with open(tmp_path / "results.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+    assert f"Best (fcd): {best}" in (tmp_path / "results.md").read_text()
+    assert json.loads((tmp_path / "results.json").read_text())["best"] == best
+    assert (tmp_path / "quality_vs_time.png").stat().st_size > 0
+
+
+class FailingHyperModel(tuning.GANHyperModel):
+    def fit(self, hp, model, *args, **kwargs):
+        if hp.get("batch_size") == 64:
+            self.records.append(
+                {
+                    "trial": len(self.records),
+                    "batch_size": 64,
+                    "learning_rate": 0.0,
+                    "status": "failed: forced",
+                }
+            )
+            raise kt.errors.FailedTrialError("forced failure")
+        return super().fit(hp, model, *args, **kwargs)
+
+
+def test_a_failed_trial_is_recorded_and_the_search_completes(tmp_path, classifier_dir):
+    hypermodel = FailingHyperModel(
+        "mnist",
+        source="offline",
+        batch_sizes=[32, 64],
+        config=SMOKE,
+        strategy=distribute.get_strategy("cpu", num_replicas=1),
+        image_budget=320,
+        evaluations=1,
+        quality_images=200,
+        classifier_dir=classifier_dir,
+        objective="images_per_sec",
+    )
+    best, rows = tuning.search_batch_size(
+        hypermodel=hypermodel, directory=str(tmp_path)
+    )
+    statuses = {r["batch_size"]: r["status"] for r in rows}
+    assert statuses == {32: "ok", 64: "failed: forced"}
+    assert best["batch_size"] == 32
+    assert np.isfinite([r["objective"] for r in rows if r["status"] == "ok"]).all()
+
+
+def test_bad_arguments(classifier_dir):
+    with pytest.raises(ValueError, match="Expected objective in"):
+        _hypermodel(classifier_dir, objective="fid")
+    with pytest.raises(ValueError, match="Expected tuner in"):
+        tuning.search_batch_size(tuner="annealing")
+    with pytest.raises(ValueError, match="divisible by the 4 replica"):
+        tuning.GANHyperModel(
+            "mnist",
+            source="offline",
+            batch_sizes=[30],
+            config=SMOKE,
+            strategy=distribute.get_strategy("cpu", num_replicas=4),
+        )
