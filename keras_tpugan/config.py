@@ -39,6 +39,10 @@ class TrainConfig:
     # of linear learning-rate warm-up.
     optimizer: str = "adam"
     warmup_epochs: int = 0
+    # Scale learning_rate with batch_size: "none", "linear" or "sqrt", from
+    # base_batch_size (the batch size learning_rate is meant for).
+    lr_scaling: str = "none"
+    base_batch_size: int = 64
     # Adversarial loss, gradient penalty (None, "wgan-gp", "r1"), n_critic.
     loss: str = "non_saturating"
     gradient_penalty: str | None = None
@@ -75,6 +79,7 @@ class TrainConfig:
             "precision": precision.POLICIES,
             "strategy": distribute.KINDS,
             "optimizer": large_batch.OPTIMIZERS,
+            "lr_scaling": large_batch.LR_SCALINGS,
         }
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
@@ -92,6 +97,7 @@ class TrainConfig:
             "num_samples",
             "sample_every",
             "quality_images",
+            "base_batch_size",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(
@@ -150,6 +156,13 @@ class TrainConfig:
                 )
             changes[key] = _parse(text.strip(), fields[key].type, key)
         return dataclasses.replace(self, **changes)
+
+    @property
+    def scaled_learning_rate(self):
+        """`learning_rate` scaled from `base_batch_size` to `batch_size`."""
+        return large_batch.scaled_learning_rate(
+            self.learning_rate, self.batch_size, self.base_batch_size, self.lr_scaling
+        )
 
     def to_dict(self):
         """Returns the settings as a JSON-ready dict."""

@@ -1,6 +1,7 @@
 """The batch-size study: one training run per batch size, compared."""
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -9,7 +10,6 @@ import keras
 import numpy as np
 
 from keras_tpugan.config import TrainConfig
-from keras_tpugan.large_batch import scaled_learning_rate
 from keras_tpugan.train import train
 
 COLUMNS = (
@@ -55,8 +55,8 @@ def run_sweep(
         out_dir: Output directory.
         preset: The `TrainConfig` preset every run starts from.
         epochs: Epochs per run (default: the preset's).
-        lr_scaling: `"none"`, `"linear"` or `"sqrt"`, relative to the
-            smallest batch size.
+        lr_scaling: `"none"`, `"linear"` or `"sqrt"` scaling of the learning
+            rate, relative to the smallest batch size.
         optimizer: `"adam"`, `"lars"` or `"lamb"` (default: the preset's).
         warmup_epochs: Epochs of linear learning-rate warm-up (default: the
             preset's).
@@ -86,16 +86,23 @@ def run_sweep(
     ):
         if value is not None:
             base = base.override([f"{key}={value}"])
-    scaled_learning_rate(base.learning_rate, 1, 1, lr_scaling)  # validates
+    base = base.override(
+        [f"lr_scaling={lr_scaling}", f"base_batch_size={batch_sizes[0]}"]
+    )
     os.makedirs(out_dir, exist_ok=True)
     rows, curves = [], {}
-    progress = keras.utils.Progbar(len(batch_sizes), unit_name="run")
+    progress = keras.utils.Progbar(
+        len(batch_sizes), unit_name="run", stateful_metrics=["batch"]
+    )
     for i, batch in enumerate(batch_sizes):
-        lr = scaled_learning_rate(base.learning_rate, batch, batch_sizes[0], lr_scaling)
+        config = dataclasses.replace(base, batch_size=batch)
         run_dir = os.path.join(out_dir, f"batch_{batch:04d}")
-        row = {"batch_size": batch, "learning_rate": lr, "status": "ok"}
+        row = {
+            "batch_size": batch,
+            "learning_rate": config.scaled_learning_rate,
+            "status": "ok",
+        }
         try:
-            config = base.override([f"batch_size={batch}", f"learning_rate={lr}"])
             summary = train(config, run_dir, strategy=strategy, verbose=verbose)
             row.update(_row_from_summary(summary))
             curves[batch] = _read_history(os.path.join(run_dir, "history.csv"))
@@ -173,7 +180,7 @@ def _write_tables(rows, out_dir):
             f"| {r['batch_size']} | {r['learning_rate']:.2e} "
             f"| {_fmt(r.get('steps_per_epoch'))} | {_fmt(r.get('mean_epoch_seconds'))} "
             f"| {_fmt(r.get('total_seconds'), 1)} "
-            f"| {'-' if reduction is None else f'{-reduction:+.1f}%'} "
+            f"| {'-' if reduction is None else f'{0.0 - reduction:+.1f}%'} "
             f"| {_fmt(r.get('images_per_sec'), 0)} | {_fmt(r.get('d_loss'), 3)} "
             f"| {_fmt(r.get('g_loss'), 3)} | {_fmt(r.get('fcd'))} "
             f"| {_fmt(r.get('classifier_score'))} | {r['status']} |"

@@ -55,7 +55,7 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
 
     def optimizer():
         return large_batch.make_optimizer(
-            config.optimizer, config.learning_rate, config.beta_1, warmup_steps
+            config.optimizer, config.scaled_learning_rate, config.beta_1, warmup_steps
         )
 
     gan.compile(
@@ -165,6 +165,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "precision": config.precision,
         "xla": gan.xla,
         "batch_size": config.batch_size,
+        "learning_rate": config.scaled_learning_rate,
         "epochs": config.epochs,
         "images_per_sec": speed.mean_images_per_sec,
         "first_epoch_seconds": speed.first_epoch_seconds,

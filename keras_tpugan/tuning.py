@@ -128,10 +128,13 @@ class GANHyperModel(kt.HyperModel):
     def build(self, hp):
         batch = hp.Choice("batch_size", self.batch_sizes)
         base_lr = hp.Choice("learning_rate", self.learning_rates)
-        lr = large_batch.scaled_learning_rate(
-            base_lr, batch, self.base_batch_size, self.lr_scaling
+        config = dataclasses.replace(
+            self.config,
+            batch_size=batch,
+            learning_rate=base_lr,
+            lr_scaling=self.lr_scaling,
+            base_batch_size=self.base_batch_size,
         )
-        config = dataclasses.replace(self.config, batch_size=batch, learning_rate=lr)
         steps = (self.info["num_examples"] or 0) // batch or None
         with self.strategy.scope():
             return build_gan(

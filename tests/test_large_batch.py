@@ -131,3 +131,19 @@ def test_config_builds_lars_with_warmup():
         build_gan(cfg, (28, 28, 1))
     with pytest.raises(ValueError, match="Expected optimizer in"):
         cfg.override(["optimizer=sgd"])
+
+
+def test_config_scales_the_learning_rate_with_the_batch():
+    cfg = TrainConfig.preset("smoke").override(
+        [
+            "lr_scaling=sqrt",
+            "base_batch_size=64",
+            "batch_size=256",
+            "learning_rate=1e-4",
+        ]
+    )
+    assert cfg.scaled_learning_rate == pytest.approx(2e-4)
+    gan = build_gan(cfg, (28, 28, 1))
+    assert float(gan.generator_optimizer.learning_rate.numpy()) == pytest.approx(2e-4)
+    with pytest.raises(ValueError, match="Expected lr_scaling in"):
+        cfg.override(["lr_scaling=cubic"])
