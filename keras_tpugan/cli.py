@@ -279,10 +279,12 @@ def _bench(args):
     wanted = max(args.replicas)
     if wanted > 1 and not tf.config.list_physical_devices("GPU"):
         cpu = tf.config.list_physical_devices("CPU")[0]
+        configured = tf.config.get_logical_device_configuration(cpu) or []
         try:
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration()] * wanted
-            )
+            if len(configured) < wanted:
+                tf.config.set_logical_device_configuration(
+                    cpu, [tf.config.LogicalDeviceConfiguration()] * wanted
+                )
         except RuntimeError as e:  # TensorFlow already started
             if len(tf.config.list_logical_devices("CPU")) < wanted:
                 raise ValueError(

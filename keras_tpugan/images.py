@@ -92,3 +92,33 @@ def save_gif(frames, path, duration_ms=400):
         path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0
     )
     return path
+
+
+def save_quality_plot(curves, path, title="Quality vs wall time"):
+    """Plots FCD against training seconds, one line per labelled run.
+
+    Args:
+        curves: A dict from label to `(seconds, fcd)` sequences.
+        path: Output PNG path.
+        title: Plot title.
+
+    Returns:
+        The path.
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.subplots()
+    for label, (seconds, fcd) in curves.items():
+        ax.plot(seconds, fcd, marker="o", label=label)
+    ax.set(
+        xlabel="training seconds",
+        ylabel="FCD (lower is better)",
+        title=title,
+        yscale="log",
+    )
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend()
+    fig.savefig(path, dpi=90)
+    return path

@@ -9,6 +9,7 @@ import os
 import keras
 import numpy as np
 
+from keras_tpugan import images
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.train import train
 
@@ -198,11 +199,11 @@ def _plot(rows, curves, out_dir):
     for r in ok:
         h = curves[r["batch_size"]]
         epochs = h["epoch"]
-        images = epochs * r["steps_per_epoch"] * r["batch_size"]
+        seen = epochs * r["steps_per_epoch"] * r["batch_size"]
         label = f"batch {r['batch_size']}"
         for col, key in enumerate(("g_loss", "d_loss")):
             axes[0, col].plot(epochs, h[key], marker="o", markersize=3, label=label)
-            axes[1, col].plot(images, h[key], label=label)
+            axes[1, col].plot(seen, h[key], label=label)
     for col, key in enumerate(("generator loss", "discriminator loss")):
         axes[0, col].set(title=f"{key} per epoch", xlabel="epoch")
         axes[1, col].set(title=f"{key} per image seen", xlabel="images seen")
@@ -228,24 +229,11 @@ def _plot(rows, curves, out_dir):
     ax.grid(alpha=0.3)
     fig.savefig(os.path.join(out_dir, "epoch_time.png"), dpi=90)
 
-    fig = Figure(figsize=(6, 4), layout="constrained")
-    ax = fig.subplots()
+    quality = {}
     for r in ok:
         h = curves[r["batch_size"]]
-        if "fcd" not in h:
-            continue
-        seconds = np.cumsum(h["step_time_ms"] * r["steps_per_epoch"] / 1000.0)
-        keep = np.isfinite(h["fcd"])
-        ax.plot(
-            seconds[keep], h["fcd"][keep], marker="o", label=f"batch {r['batch_size']}"
-        )
-    ax.set(
-        xlabel="training seconds",
-        ylabel="FCD (lower is better)",
-        title="Quality vs wall time",
-        yscale="log",
-    )
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend()
-    fig.savefig(os.path.join(out_dir, "quality_vs_time.png"), dpi=90)
+        if "fcd" in h:
+            seconds = np.cumsum(h["step_time_ms"] * r["steps_per_epoch"] / 1000.0)
+            keep = np.isfinite(h["fcd"])
+            quality[f"batch {r['batch_size']}"] = (seconds[keep], h["fcd"][keep])
+    images.save_quality_plot(quality, os.path.join(out_dir, "quality_vs_time.png"))

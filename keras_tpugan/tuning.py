@@ -11,7 +11,7 @@ import keras_tuner as kt
 import numpy as np
 import tensorflow as tf
 
-from keras_tpugan import callbacks, data, distribute, large_batch
+from keras_tpugan import callbacks, data, distribute, images, large_batch
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.train import build_gan
 
@@ -357,26 +357,13 @@ def _write_results(rows, best, objective, directory):
     lines.append(f"Best ({objective}): {best}")
     with open(os.path.join(directory, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 4), layout="constrained")
-    ax = fig.subplots()
+    curves = {}
     for r in rows:
         if r["curve"]:
             seconds, _, fcd = zip(*r["curve"], strict=True)
-            ax.plot(
-                seconds,
-                fcd,
-                marker="o",
-                label=f"trial {r['trial']}: batch {r['batch_size']}",
-            )
-    ax.set(
-        xlabel="training seconds",
-        ylabel="FCD (lower is better)",
+            curves[f"trial {r['trial']}: batch {r['batch_size']}"] = (seconds, fcd)
+    images.save_quality_plot(
+        curves,
+        os.path.join(directory, "quality_vs_time.png"),
         title="Quality vs wall time per trial",
-        yscale="log",
     )
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend()
-    fig.savefig(os.path.join(directory, "quality_vs_time.png"), dpi=90)

@@ -238,3 +238,19 @@ def test_divergence_guard_stops_when_d_loss_leaves_the_band():
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="low < high"):
         ktg.callbacks.DivergenceGuard(d_loss_band=(2.0, 1.0))
+
+
+def test_sample_grid_writes_tensorboard_images(tmp_path):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    gan = tiny_gan()
+    grid = ktg.callbacks.SampleGrid(
+        tmp_path / "s", tensorboard_dir=str(tmp_path / "tb")
+    )
+    gan.fit(batches(random_images(8), 4), epochs=2, verbose=0, callbacks=[grid])
+    (events,) = os.listdir(tmp_path / "tb")
+    accumulator = event_accumulator.EventAccumulator(
+        str(tmp_path / "tb" / events), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    assert [event.step for event in accumulator.Tensors("samples")] == [1, 2]
