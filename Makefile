@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
-#   make test   runs ruff and the test suite
+#   make test   runs ruff and the test suite: on TensorFlow, then its
+#               both-backends part on JAX (4 host devices), sharing one cache
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ BIN := $(VENV)/bin
 $(BIN)/keras-tpugan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[cpu,test]"
+	$(BIN)/python -m pip install --quiet -e ".[cpu,jax,test]"
 	touch $@
 
 install: $(BIN)/keras-tpugan
@@ -23,7 +24,10 @@ lint: install
 	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
 
 test: lint
-	$(BIN)/python -m pytest -q
+	cache=$$(mktemp -d) && \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q && \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest -q; \
+	status=$$?; rm -rf $$cache; exit $$status
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

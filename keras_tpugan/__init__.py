@@ -8,18 +8,27 @@ try:
     import tensorflow  # noqa: F401
 except ImportError as e:
     raise ImportError(
-        "keras_tpugan needs TensorFlow, which it installs through an extra: "
-        "`pip install 'keras-tpugan[cpu]'`, `[gpu]` or `[tpu]`."
+        "keras_tpugan needs TensorFlow (for tf.data, also on JAX), which it "
+        "installs through an extra: `pip install 'keras-tpugan[cpu]'`, "
+        "`[gpu]` or `[tpu]` (with JAX: `[cpu,jax]`, `[cpu,jax-tpu]`)."
     ) from e
 
 import keras  # noqa: E402
 
-if keras.backend.backend() != "tensorflow":
+if keras.backend.backend() not in ("tensorflow", "jax"):
     raise ImportError(
-        "keras_tpugan supports the TensorFlow backend of Keras 3. Received: "
-        f"KERAS_BACKEND={keras.backend.backend()!r}. Set "
-        "KERAS_BACKEND=tensorflow before importing keras."
+        "keras_tpugan supports the TensorFlow and JAX backends of Keras 3. "
+        f"Received: KERAS_BACKEND={keras.backend.backend()!r}. Set "
+        "KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow before importing keras."
     )
+
+if keras.backend.backend() == "jax":
+    # TensorFlow only feeds the data (tf.data) here: keep it off the
+    # accelerators, whose memory JAX needs.
+    try:
+        tensorflow.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # TensorFlow already initialized its devices
+        pass
 
 from keras_tpugan import (
     callbacks,  # noqa: E402

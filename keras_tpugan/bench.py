@@ -14,6 +14,10 @@ G + 2 x 3 D (forward and backward on real and generated images) and the
 generator update 3 G + 2 D (D's backward needs input gradients only):
 4 G + 8 D per image in all, a lower bound on the work done.
 
+The numbers are those of the Keras backend the process runs on
+(`KERAS_BACKEND`); `keras-tpugan bench --backend tensorflow jax` measures
+both, one process each, one after the other, and prints them side by side.
+
 Used by `keras-tpugan bench` and `benchmarks/throughput.py`.
 """
 
@@ -50,7 +54,12 @@ def forward_flops(model):
 
 
 def matmul_flops_per_sec(dtype, n=2048, repeats=10):
-    """FLOP/s of an n x n matmul chain: the better of TF's kernel and XLA's."""
+    """FLOP/s of an n x n matmul chain on the backend's first device.
+
+    On TensorFlow the better of its own kernel and XLA's; on JAX, XLA's.
+    """
+    if keras.backend.backend() == "jax":
+        return _jax_matmul_flops_per_sec(dtype, n, repeats)
     a = tf.cast(tf.random.normal([n, n]), dtype)
     best = 0.0
     for xla in (False, True):
@@ -68,6 +77,34 @@ def matmul_flops_per_sec(dtype, n=2048, repeats=10):
     return best
 
 
+def _jax_matmul_flops_per_sec(dtype, n, repeats):
+    import jax
+
+    a = jax.numpy.asarray(np.random.default_rng(0).normal(size=(n, n)), dtype)
+
+    @jax.jit
+    def chain(x):
+        for _ in range(repeats):
+            x = (x @ a) * 0.01
+        return x
+
+    chain(a).block_until_ready()  # trace and compile
+    start = time.perf_counter()
+    chain(a).block_until_ready()
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def _device_and_versions():
+    if keras.backend.backend() == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        name = f"{device.platform}:{device.id} ({device.device_kind})"
+        return f"{name}; JAX {jax.__version__}"
+    device = tf.config.list_logical_devices()[0].name
+    return f"{device}; TF {tf.__version__}"
+
+
 def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy):
     """Median images/s over `repeats` timed fits, and FLOPs per image."""
     precision.configure(policy)
@@ -83,7 +120,10 @@ def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy
         gan = build_gan(config, IMAGE_SHAPE)
     images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *IMAGE_SHAPE))
     ds = tf.data.Dataset.from_tensors(images.astype("float32")).repeat().prefetch(2)
-    gan.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)  # trace and compile
+    # Trace and compile. Twice: on JAX the second fit compiles once more, for
+    # the shardings of the state the first one returned.
+    for _ in range(2):
+        gan.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)
     rates = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -124,12 +164,15 @@ def throughput_matrix(
         The rows: dicts with precision, xla, replicas, batch_size,
         images_per_sec, gflops_per_sec and fraction_of_matmul.
     """
-    device = tf.config.list_logical_devices()[0].name
+    backend = keras.backend.backend()
     peak = {
         p: matmul_flops_per_sec("bfloat16" if "16" in p else "float32")
         for p in precisions
     }
-    printer(f"device: {device}; TF {tf.__version__}, Keras {keras.__version__}")
+    printer(
+        f"backend: {backend}; device: {_device_and_versions()}, "
+        f"Keras {keras.__version__}"
+    )
     for policy, value in peak.items():
         printer(f"matmul 2048^2 reference for {policy}: {value / 1e9:.1f} GFLOP/s")
     rows = []
@@ -137,12 +180,20 @@ def throughput_matrix(
         replicas, precisions, xla, batch_sizes
     ):
         strategy = distribute.get_strategy("auto", num_replicas=n)
-        row = {"precision": policy, "xla": use_xla, "replicas": n, "batch_size": batch}
+        row = {
+            "backend": backend,
+            "precision": policy,
+            "xla": use_xla,
+            "replicas": n,
+            "batch_size": batch,
+        }
         try:
             rate, flops = measure(
                 policy, use_xla, batch, steps, width, latent_dim, repeats, strategy
             )
-        except (ValueError, tf.errors.ResourceExhaustedError) as e:
+        except Exception as e:
+            if not _expected_failure(e):
+                raise
             row.update(
                 images_per_sec=None, gflops_per_sec=None, fraction_of_matmul=None
             )
@@ -167,31 +218,64 @@ def throughput_matrix(
     return rows
 
 
+def _expected_failure(error):
+    """Too big a batch, or one the replicas cannot split: a failed cell."""
+    return isinstance(error, ValueError) or distribute.is_out_of_memory(error)
+
+
 def format_table(rows):
-    """Returns the rows as Markdown table lines, with ratios to float32/no-XLA."""
-    base = {
-        (r["replicas"], r["batch_size"]): r["images_per_sec"]
+    """Returns the rows as Markdown table lines, with ratios.
+
+    "vs float32 no-XLA" compares a cell with the float32, XLA-off cell of
+    the same backend, replicas and batch; "vs tensorflow" (when the rows
+    hold several backends) with the same cell measured on TensorFlow.
+    """
+
+    def rate(backend, precision, xla, replicas, batch):
+        return cells.get((backend, precision, xla, replicas, batch))
+
+    cells = {
+        (
+            r.get("backend", "tensorflow"),
+            r["precision"],
+            r["xla"],
+            r["replicas"],
+            r["batch_size"],
+        ): r["images_per_sec"]
         for r in rows
-        if r["precision"] == "float32" and not r["xla"]
     }
+    several = len({key[0] for key in cells}) > 1
     lines = [
         "",
-        "| precision | XLA | replicas | batch | images/s | vs float32 no-XLA "
-        "| GFLOP/s | of matmul |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| backend | precision | XLA | replicas | batch | images/s "
+        "| vs float32 no-XLA |"
+        + (" vs tensorflow |" if several else "")
+        + " GFLOP/s | of matmul |",
+        "|---|---|---|---:|---:|---:|---:|"
+        + ("---:|" if several else "")
+        + "---:|---:|",
     ]
     for r in rows:
+        backend = r.get("backend", "tensorflow")
+        head = (
+            f"| {backend} | {r['precision']} | {'on' if r['xla'] else 'off'} "
+            f"| {r['replicas']} | {r['batch_size']} "
+        )
         if r["images_per_sec"] is None:
             lines.append(
-                f"| {r['precision']} | {'on' if r['xla'] else 'off'} | {r['replicas']} "
-                f"| {r['batch_size']} | failed | - | - | - |"
+                head + "| failed | - |" + (" - |" if several else "") + " - | - |"
             )
             continue
-        reference = base.get((r["replicas"], r["batch_size"]))
-        ratio = f"{r['images_per_sec'] / reference:.2f}x" if reference else "-"
+        key = (r["replicas"], r["batch_size"])
+        base = rate(backend, "float32", False, *key)
+        ratios = [f"{r['images_per_sec'] / base:.2f}x" if base else "-"]
+        if several:
+            tf_rate = rate("tensorflow", r["precision"], r["xla"], *key)
+            ratios.append(f"{r['images_per_sec'] / tf_rate:.2f}x" if tf_rate else "-")
         lines.append(
-            f"| {r['precision']} | {'on' if r['xla'] else 'off'} | {r['replicas']} "
-            f"| {r['batch_size']} | {r['images_per_sec']:.0f} | {ratio} "
-            f"| {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
+            head
+            + f"| {r['images_per_sec']:.0f} | "
+            + " | ".join(ratios)
+            + f" | {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
         )
     return lines

@@ -7,14 +7,21 @@ Errors are one line.
 """
 
 import argparse
+import csv
 import json
+import os
+import subprocess
 import sys
+import tempfile
+
+BACKENDS = ("tensorflow", "jax")
 
 EXAMPLES = {
     "train": """examples:
   keras-tpugan train --preset demo --out runs/demo
   keras-tpugan train --preset smoke --set epochs=2 --set batch_size=32 --out runs/smoke
   keras-tpugan train --preset mnist-tpu --out runs/mnist-tpu
+  keras-tpugan train --backend jax --preset mnist-tpu --out runs/mnist-tpu-jax
 """,
     "sweep": """examples:
   keras-tpugan sweep --preset smoke --batch-sizes 32 64 --epochs 2 --out runs/s
@@ -37,6 +44,7 @@ EXAMPLES = {
     "bench": """examples:
   keras-tpugan bench --batch-sizes 64 128 256 --csv bench.csv
   keras-tpugan bench --replicas 1 2 --precisions mixed_bfloat16 --xla on
+  keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
 """,
 }
 
@@ -49,13 +57,30 @@ def _parser():
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name, help_text, description):
-        return commands.add_parser(
+        sub = commands.add_parser(
             name,
             help=help_text,
             description=description,
             epilog=EXAMPLES[name],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        if name == "bench":
+            sub.add_argument(
+                "--backend",
+                nargs="+",
+                choices=BACKENDS,
+                default=None,
+                help="Keras backend(s); several are measured side by side, "
+                "each in its own process (default: KERAS_BACKEND or tensorflow)",
+            )
+        else:
+            sub.add_argument(
+                "--backend",
+                choices=BACKENDS,
+                default=None,
+                help="Keras backend (default: KERAS_BACKEND or tensorflow)",
+            )
+        return sub
 
     train = command(
         "train",
@@ -180,14 +205,19 @@ def main(argv=None):
     """
     args = _parser().parse_args(argv)
     try:
+        if args.command == "bench" and args.backend and len(args.backend) > 1:
+            return _bench_backends(args, argv)
+        backend = args.backend[0] if isinstance(args.backend, list) else args.backend
+        if not _runs_on(backend):
+            return _in_subprocess(backend, argv)
         return _COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError) as e:
         print(f"keras-tpugan: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except Exception as e:
-        import tensorflow as tf
+        from keras_tpugan import distribute
 
-        if isinstance(e, tf.errors.ResourceExhaustedError):
+        if distribute.is_out_of_memory(e):
             print(
                 "keras-tpugan: error: out of memory; use a smaller batch size "
                 f"or model ({_one_line(e)})",
@@ -195,6 +225,30 @@ def main(argv=None):
             )
             return 1
         raise
+
+
+def _runs_on(backend):
+    """Whether this process's Keras runs on `backend` (None: any)."""
+    if backend is None:
+        return True
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = backend
+        return True
+    import keras
+
+    return keras.backend.backend() == backend
+
+
+def _in_subprocess(backend, argv):
+    """Runs the command again in a process whose Keras runs on `backend`.
+
+    Keras reads KERAS_BACKEND once, when it is first imported (here: with
+    the package), so another backend needs another process.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    cmd = [sys.executable, "-m", "keras_tpugan.cli", *argv]
+    return subprocess.run(cmd, env=env, check=False).returncode
 
 
 def _one_line(error):
@@ -272,11 +326,18 @@ def _sample(args):
 
 
 def _bench(args):
+    wanted = max(args.replicas)
+    if wanted > 1 and "xla_force_host_platform_device_count" not in os.environ.get(
+        "XLA_FLAGS", ""
+    ):
+        # Several replicas on a CPU-only machine, for JAX: as many host
+        # devices (it changes the CPU platform only).
+        flag = f"--xla_force_host_platform_device_count={wanted}"
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
     import tensorflow as tf
 
     # Several replicas on a CPU-only machine: split the CPU into logical
     # devices before TensorFlow starts using it.
-    wanted = max(args.replicas)
     if wanted > 1 and not tf.config.list_physical_devices("GPU"):
         cpu = tf.config.list_physical_devices("CPU")[0]
         configured = tf.config.get_logical_device_configuration(cpu) or []
@@ -306,6 +367,52 @@ def _bench(args):
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0
+
+
+def _bench_backends(args, argv):
+    """Runs `bench` once per backend, each in its own process, and merges."""
+    from keras_tpugan.bench import format_table
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = argv.index("--backend")
+    end = at + 1
+    while end < len(argv) and argv[end] in BACKENDS:
+        end += 1
+    rest = argv[:at] + argv[end:]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in args.backend:
+            path = os.path.join(tmp, f"{backend}.csv")
+            cmd = [*rest, "--backend", backend, "--csv", path]
+            if _in_subprocess(backend, cmd):
+                raise ValueError(f"The {backend} benchmark failed (see above).")
+            with open(path, newline="") as f:
+                rows += [_parsed(row) for row in csv.DictReader(f)]
+    print("\nAll backends, measured one after the other in this run:")
+    for line in format_table(rows):
+        print(line)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"keras-tpugan: wrote {args.csv}")
+    return 0
+
+
+def _parsed(row):
+    def number(text):
+        return None if text in ("", "None") else float(text)
+
+    return {
+        **row,
+        "xla": row["xla"] == "True",
+        "replicas": int(row["replicas"]),
+        "batch_size": int(row["batch_size"]),
+        "images_per_sec": number(row["images_per_sec"]),
+        "gflops_per_sec": number(row["gflops_per_sec"]),
+        "fraction_of_matmul": number(row["fraction_of_matmul"]),
+    }
 
 
 _COMMANDS = {

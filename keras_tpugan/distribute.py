@@ -1,8 +1,17 @@
-"""Choosing a `tf.distribute` strategy and checking batches against it."""
+"""Choosing a strategy (TensorFlow) or distribution (JAX); batch checks.
 
+On the TensorFlow backend the GAN is built and compiled under a
+`tf.distribute.Strategy`; on the JAX backend under a
+`keras.distribution.DataParallel`. `get_strategy` returns the right one for
+the backend Keras runs on, and both are used the same way:
+`with strategy.scope(): ...` around building and compiling the GAN.
+"""
+
+import contextlib
 import logging
 import os
 
+import keras
 import tensorflow as tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -11,7 +20,15 @@ KINDS = ("auto", "tpu", "gpu", "cpu", "multiworker")
 
 
 def get_strategy(kind="auto", tpu=None, num_replicas=None):
-    """Returns the `tf.distribute.Strategy` to build, compile and fit under.
+    """Returns the strategy to build, compile and fit under, per backend.
+
+    On TensorFlow, a `tf.distribute.Strategy`: TPUStrategy,
+    MirroredStrategy, OneDeviceStrategy or MultiWorkerMirroredStrategy. On
+    JAX, a `keras.distribution.DataParallel` over the devices of that kind
+    (every TPU core or GPU; for `"multiworker"`, every device of every host
+    after `keras.distribution.initialize()`). Either is used as
+    `with strategy.scope():`, and `num_replicas(strategy)` counts its
+    replicas.
 
     Args:
         kind: `"auto"` picks a TPU when one is reachable, else every local
@@ -20,26 +37,30 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
             configured by the `TF_CONFIG` environment variable) ask for one
             explicitly and fail if it is not there.
         tpu: TPU name or address for `TPUClusterResolver` (`None` finds the
-            local TPU VM or the Colab TPU).
+            local TPU VM or the Colab TPU). TensorFlow only: JAX finds its
+            TPU cores itself.
         num_replicas: For `"gpu"` and `"cpu"`: use the first
             `num_replicas` devices (`None`: all of them). Several logical
             CPU devices give a multi-replica strategy on one CPU, which is
             how the tests check replica parity.
 
     Returns:
-        A `tf.distribute.Strategy`.
+        A `tf.distribute.Strategy` (TensorFlow backend) or a
+        `keras.distribution.DataParallel` (JAX backend).
 
     Example:
 
     >>> import keras_tpugan as ktg
     >>> strategy = ktg.distribute.get_strategy("cpu")
-    >>> strategy.num_replicas_in_sync
+    >>> ktg.distribute.num_replicas(strategy)
     1
     """
     if kind not in KINDS:
         raise ValueError(
             f"Expected `kind` to be one of {KINDS}. Received: kind={kind!r}."
         )
+    if keras.backend.backend() == "jax":
+        return _jax_distribution(kind, num_replicas)
     if kind in ("auto", "tpu"):
         strategy = _tpu_strategy(tpu, required=kind == "tpu")
         if strategy is not None:
@@ -69,14 +90,80 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     )
 
 
+def _jax_distribution(kind, num_replicas):
+    import jax
+
+    if kind == "multiworker":
+        keras.distribution.initialize()
+        return keras.distribution.DataParallel(devices=jax.devices())
+    platforms = {"auto": None, "tpu": "tpu", "gpu": "gpu", "cpu": "cpu"}
+    try:
+        devices = jax.devices(platforms[kind])
+    except RuntimeError as e:
+        raise ValueError(
+            f"Expected a JAX {kind.upper()} device for kind={kind!r}, but JAX "
+            f"found none ({e}). Install the matching jax build (`pip install "
+            "'jax[tpu]'` on a TPU VM, `'jax[cuda12]'` for GPUs) or use "
+            "kind='auto'."
+        ) from e
+    names = _pick(devices, num_replicas, devices[0].platform.upper())
+    return keras.distribution.DataParallel(devices=names)
+
+
+def _framework():
+    return "JAX" if keras.backend.backend() == "jax" else "TensorFlow"
+
+
+def num_replicas(strategy=None):
+    """The number of replicas a global batch is split over.
+
+    Args:
+        strategy: A `tf.distribute.Strategy`, a
+            `keras.distribution.Distribution`, or None: the one in force.
+
+    Returns:
+        An int.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.num_replicas(ktg.distribute.get_strategy("cpu"))
+    1
+    """
+    if strategy is None:
+        strategy = keras.distribution.distribution()
+        if strategy is None and keras.backend.backend() == "tensorflow":
+            strategy = tf.distribute.get_strategy()
+    if strategy is None:
+        return 1
+    if hasattr(strategy, "device_mesh"):  # a keras.distribution
+        mesh = strategy.device_mesh
+        return mesh.shape[mesh.axis_names.index(strategy.batch_dim_name)]
+    return strategy.num_replicas_in_sync
+
+
+def scope(strategy):
+    """`strategy.scope()`, or a scope that does nothing for None.
+
+    Args:
+        strategy: A `tf.distribute.Strategy`, a
+            `keras.distribution.Distribution`, or None.
+
+    Returns:
+        A context manager.
+    """
+    return contextlib.nullcontext() if strategy is None else strategy.scope()
+
+
 def _pick(devices, num_replicas, kind):
-    names = [d.name for d in devices]
+    names = [d.name if isinstance(d, tf.config.LogicalDevice) else d for d in devices]
     if num_replicas is None:
         return names
     if not 1 <= num_replicas <= len(names):
         raise ValueError(
             f"Expected `num_replicas` between 1 and the {len(names)} {kind} "
-            f"device(s) TensorFlow sees. Received: num_replicas={num_replicas}."
+            f"device(s) {_framework()} sees. Received: "
+            f"num_replicas={num_replicas}."
         )
     return names[:num_replicas]
 
@@ -114,16 +201,30 @@ def check_global_batch(global_batch_size, strategy=None):
     >>> ktg.distribute.check_global_batch(64)
     64
     """
-    strategy = strategy or tf.distribute.get_strategy()
-    replicas = strategy.num_replicas_in_sync
+    replicas = num_replicas(strategy)
     if global_batch_size < 1 or global_batch_size % replicas:
+        kind = "the current strategy" if strategy is None else type(strategy).__name__
         raise ValueError(
             f"Expected a global batch size divisible by the {replicas} "
-            f"replica(s) of {type(strategy).__name__}. Received: global batch "
+            f"replica(s) of {kind}. Received: global batch "
             f"size {global_batch_size}. Use a multiple of {replicas}, for "
             f"example {max(replicas, global_batch_size // replicas * replicas)}."
         )
     return global_batch_size // replicas
+
+
+def is_out_of_memory(error):
+    """Whether `error` says the device ran out of memory, on either backend.
+
+    Args:
+        error: An exception.
+
+    Returns:
+        A bool.
+    """
+    return isinstance(error, tf.errors.ResourceExhaustedError) or (
+        "RESOURCE_EXHAUSTED" in str(error)  # XLA's status, as JAX raises it
+    )
 
 
 def is_chief(strategy=None):
@@ -135,6 +236,10 @@ def is_chief(strategy=None):
     Returns:
         A bool: False only on the non-chief workers of a multi-worker run.
     """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index() == 0
     strategy = strategy or tf.distribute.get_strategy()
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return True

@@ -1,17 +1,21 @@
 """`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
 
+import contextlib
+
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
+from keras_tpugan import distribute, penalties, precision
 from keras_tpugan import losses as losses_module
-from keras_tpugan import penalties, precision
+from keras_tpugan.trainers import Trainer
 
 STAT_NAMES = ("d_loss", "d_real", "d_fake", "penalty")
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
-class GAN(keras.Model):
+class GAN(Trainer, keras.Model):
     """A generative adversarial network trained with `fit`.
 
     `train_step` draws the latents, trains the discriminator
@@ -32,7 +36,13 @@ class GAN(keras.Model):
       so XLA also works under a multi-GPU `MirroredStrategy` (on a TPU the
       whole step is compiled anyway).
 
-    Build and compile it inside the strategy's `scope()`.
+    It runs on Keras's TensorFlow backend (under a `tf.distribute`
+    strategy) and on its JAX backend (under a
+    `keras.distribution.DataParallel`, where the whole step is compiled
+    with `jax.jit` and sees the global batch sharded over the devices); the
+    loss math is shared, and `keras_tpugan.trainers` holds each backend's
+    step. Build and compile it inside the scope of
+    `keras_tpugan.distribute.get_strategy()`, which returns the right one.
 
     Args:
         generator: A `keras.Model` from latents (and labels, when
@@ -112,6 +122,9 @@ class GAN(keras.Model):
             penalty_weight = penalties.DEFAULT_WEIGHTS[gradient_penalty]
         self.penalty_weight = None if penalty_weight is None else float(penalty_weight)
         self.seed = int(seed)
+        # The keras.distribution in force (JAX); TensorFlow's strategy is
+        # captured by keras.Model itself.
+        self._distribution = keras.distribution.distribution()
         if ema_decay is not None and not 0.0 < ema_decay < 1.0:
             raise ValueError(
                 "Expected `ema_decay` in (0, 1) or None. Received: "
@@ -129,7 +142,8 @@ class GAN(keras.Model):
         self.step_counter = self.add_weight(
             name="step_counter",
             shape=(),
-            dtype="int64",
+            # JAX computes in 32 bits unless told otherwise.
+            dtype="int32" if keras.backend.backend() == "jax" else "int64",
             initializer="zeros",
             trainable=False,
             aggregation="only_first_replica",
@@ -169,7 +183,8 @@ class GAN(keras.Model):
                 computation with XLA; `"auto"` does so unless the networks
                 hold synchronized batch normalization under a multi-replica
                 `MirroredStrategy` (whose cross-replica reductions cannot run
-                inside the per-replica XLA function).
+                inside the per-replica XLA function). On JAX, `True` and
+                `"auto"` compile the whole step with `jax.jit`.
             steps_per_execution: Steps per `tf.function` call, passed to
                 Keras (keep 1 under a multi-device `MirroredStrategy`).
             **kwargs: Other `keras.Model.compile` arguments (not `optimizer`,
@@ -186,27 +201,20 @@ class GAN(keras.Model):
                     f"`loss` instead. Received: {owned}={kwargs[owned]!r}."
                 )
             kwargs.pop(owned, None)
+        if jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "Expected `jit_compile` to be True, False or 'auto'. "
+                f"Received: jit_compile={jit_compile!r}."
+            )
         self.adversarial_loss = losses_module.get(loss)
-        self.xla = self._resolve_jit_compile(jit_compile)
-        self._check_steps_per_execution(steps_per_execution)
         self.generator_optimizer = self._prepare_optimizer(generator_optimizer)
         self.discriminator_optimizer = self._prepare_optimizer(discriminator_optimizer)
         # `fit` builds only `self.optimizer`: build both here, in the
         # strategy's scope, so their variables are not created while tracing.
-        with self.distribute_strategy.scope():
+        with self.strategy_scope():
             self.generator_optimizer.build(self.generator.trainable_variables)
             self.discriminator_optimizer.build(self.discriminator.trainable_variables)
-        compile_fn = tf.function(jit_compile=True) if self.xla else (lambda f: f)
-        self._discriminator_grads = compile_fn(self._discriminator_gradients)
-        self._generator_grads = compile_fn(self._generator_gradients)
-        # Keras's own step stays un-jitted: XLA over the whole cross-replica
-        # step fails under MirroredStrategy (the per-replica part is jitted).
-        super().compile(
-            optimizer=None,
-            jit_compile=False,
-            steps_per_execution=steps_per_execution,
-            **kwargs,
-        )
+        self._compile_trainer(jit_compile, steps_per_execution, **kwargs)
         self._gan_compile_config = {
             "loss": keras.saving.serialize_keras_object(self.adversarial_loss),
             "jit_compile": jit_compile,
@@ -237,18 +245,33 @@ class GAN(keras.Model):
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
             if getattr(x, "_keras_tpugan_epoch", None) is not None:
-                callbacks = list(kwargs.get("callbacks") or [])
-                kwargs["callbacks"] = [_DataEpoch(x), *callbacks]
-        history = super().fit(x, y, batch_size=batch_size, epochs=epochs, **kwargs)
+                kwargs["callbacks"] = _with_callback(
+                    kwargs.get("callbacks"), _DataEpoch(x)
+                )
+        # On JAX, Keras shards the data over the distribution in force: use
+        # the GAN's own when `fit` is called outside its scope.
+        scope = contextlib.nullcontext()
+        if keras.distribution.distribution() is None:
+            scope = distribute.scope(self._distribution)
+        try:
+            with scope:
+                history = super().fit(
+                    x, y, batch_size=batch_size, epochs=epochs, **kwargs
+                )
+        except UnboundLocalError as e:
+            # Keras's JAX `fit` fails so when an epoch yields no batch (its
+            # `logs` are never set).
+            if "'logs'" not in str(e):
+                raise
+            raise _empty_dataset_error() from e
         first_epoch = self._initial_epoch or kwargs.get("initial_epoch", 0)
-        # The trackers weigh each step by its global batch: no images, no count.
-        if first_epoch < epochs and float(self.trackers[0].count.numpy()) == 0:
-            raise ValueError(
-                "Expected the dataset to yield at least one batch, but it "
-                "yielded nothing: check its size against the batch size "
-                "(batches are dropped when `drop_remainder=True`)."
-            )
+        if first_epoch < epochs and not self._images_seen_this_epoch():
+            raise _empty_dataset_error()
         return history
+
+    def _images_seen_this_epoch(self):
+        # The trackers weigh each step by its global batch.
+        return float(ops.convert_to_numpy(self.trackers[0].count))
 
     def generate(
         self,
@@ -290,97 +313,9 @@ class GAN(keras.Model):
             )
         return np.concatenate(out, axis=0)
 
-    # ----------------------------------------------------------- train step
+    # ------------------------- loss math shared by both backends' steps
 
-    def train_step(self, data):
-        images, labels = self._unpack(data)
-        local_batch, global_batch = self._batch_sizes(images)
-        d_stats = []
-        for k in range(self.discriminator_steps):
-            latents, alpha = self._draw_noise(k, local_batch, global_batch)
-            d_stats.append(
-                self._train_discriminator(images, labels, latents, alpha, global_batch)
-            )
-        latents, _ = self._draw_noise(
-            self.discriminator_steps, local_batch, global_batch
-        )
-        g_loss = self._train_generator(latents, labels, global_batch)
-        self._update_ema()
-        self.step_counter.assign_add(1)
-        return self._update_metrics(
-            tf.add_n(d_stats) / len(d_stats), g_loss, global_batch
-        )
-
-    def _train_discriminator(self, images, labels, latents, alpha, global_batch):
-        opt = self.discriminator_optimizer
-        grads, d_state, g_state, stats = self._discriminator_grads(
-            _values(self.discriminator.trainable_variables),
-            _values(self.discriminator.non_trainable_variables),
-            _values(self.generator.trainable_variables),
-            _values(self.generator.non_trainable_variables),
-            images,
-            labels,
-            latents,
-            alpha,
-            tf.cast(global_batch, "float32"),
-            opt.scale_loss(tf.constant(1.0)),
-        )
-        _assign(self.discriminator.non_trainable_variables, d_state)
-        _assign(self.generator.non_trainable_variables, g_state)
-        opt.apply(grads, self.discriminator.trainable_variables)
-        return stats
-
-    def _train_generator(self, latents, labels, global_batch):
-        opt = self.generator_optimizer
-        grads, g_state, g_loss = self._generator_grads(
-            _values(self.generator.trainable_variables),
-            _values(self.generator.non_trainable_variables),
-            _values(self.discriminator.trainable_variables),
-            _values(self.discriminator.non_trainable_variables),
-            latents,
-            labels,
-            tf.cast(global_batch, "float32"),
-            opt.scale_loss(tf.constant(1.0)),
-        )
-        _assign(self.generator.non_trainable_variables, g_state)
-        opt.apply(grads, self.generator.trainable_variables)
-        return g_loss
-
-    def _update_ema(self):
-        if self.ema_generator is None:
-            return
-        # Warm-up as in tf.train.ExponentialMovingAverage's num_updates:
-        # early averages must not hold on to the random initial weights.
-        step = tf.cast(self.step_counter.value, "float32")
-        decay = tf.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
-        for average, variable in zip(
-            self.ema_generator.weights, self.generator.weights, strict=True
-        ):
-            if variable.trainable:
-                average.assign(decay * average + (1.0 - decay) * variable)
-            else:  # normalization statistics: copied
-                average.assign(variable)
-
-    def _update_metrics(self, d_stats, g_loss, global_batch):
-        # Each replica holds its share of the global mean: sum them once.
-        stats = tf.concat([d_stats, [g_loss]], axis=0)
-        stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
-        weight = tf.cast(global_batch, "float32")
-        for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
-            tracker.update_state(value, sample_weight=weight)
-        logs = {t.name: t.result() for t in self.trackers}
-        if isinstance(
-            self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
-        ):
-            # Keras reduces step outputs across workers with a mean over
-            # axis 0, which fails on scalars: hand it rank-1 values (every
-            # replica holds the same all-reduced numbers).
-            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
-        return logs
-
-    # ------------------------------------- per-replica math (XLA-compiled)
-
-    def _discriminator_gradients(
+    def _discriminator_objective(
         self,
         d_vars,
         d_state,
@@ -393,30 +328,34 @@ class GAN(keras.Model):
         global_batch,
         loss_scale,
     ):
+        """The discriminator's (scaled) loss on this replica's examples.
+
+        Written with `keras.ops` and `stateless_call`: each trainer takes
+        its gradient with its own backend's autodiff.
+
+        Returns:
+            `(scaled_loss, (d_state, g_state, stats))`, `stats` holding this
+            replica's share of the global means of the loss, the real and
+            fake logits and the penalty.
+        """
         fake, g_state = self.generator.stateless_call(
             g_vars, g_state, self._generator_inputs(latents, labels), training=True
         )
-        fake = tf.stop_gradient(fake)
-        with tf.GradientTape() as tape:
-            tape.watch(d_vars)
-            real_logits, d_state = self._critic(d_vars, d_state, images, labels)
-            fake_logits, d_state = self._critic(d_vars, d_state, fake, labels)
-            per_example = self.adversarial_loss.discriminator_loss(
-                real_logits, fake_logits
-            )
-            sums = [per_example, _flat(real_logits), _flat(fake_logits)]
-            total = per_example
-            if self.gradient_penalty:
-                penalty = self._penalty(d_vars, d_state, images, fake, labels, alpha)
-                total = total + self.penalty_weight * penalty
-                sums.append(penalty)
-            loss = tf.reduce_sum(total) / global_batch
-            scaled = loss * loss_scale
-        grads = tape.gradient(scaled, d_vars)
-        stats = tf.stack([tf.reduce_sum(s) for s in sums]) / global_batch
-        return grads, d_state, g_state, stats
+        fake = ops.stop_gradient(fake)
+        real_logits, d_state = self._critic(d_vars, d_state, images, labels)
+        fake_logits, d_state = self._critic(d_vars, d_state, fake, labels)
+        per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
+        sums = [per_example, _flat(real_logits), _flat(fake_logits)]
+        total = per_example
+        if self.gradient_penalty:
+            penalty = self._penalty(d_vars, d_state, images, fake, labels, alpha)
+            total = total + self.penalty_weight * penalty
+            sums.append(penalty)
+        loss = ops.sum(total) / global_batch
+        stats = ops.stack([ops.sum(s) for s in sums]) / global_batch
+        return loss * loss_scale, (d_state, g_state, stats)
 
-    def _generator_gradients(
+    def _generator_objective(
         self,
         g_vars,
         g_state,
@@ -427,24 +366,25 @@ class GAN(keras.Model):
         global_batch,
         loss_scale,
     ):
-        with tf.GradientTape() as tape:
-            tape.watch(g_vars)
-            fake, g_state = self.generator.stateless_call(
-                g_vars, g_state, self._generator_inputs(latents, labels), training=True
-            )
-            fake_logits, _ = self._critic(d_vars, d_state, fake, labels)
-            per_example = self.adversarial_loss.generator_loss(fake_logits)
-            loss = tf.reduce_sum(per_example) / global_batch
-            scaled = loss * loss_scale
-        grads = tape.gradient(scaled, g_vars)
-        return grads, g_state, loss
+        """The generator's (scaled) loss on this replica's examples.
+
+        Returns:
+            `(scaled_loss, (g_state, loss))`.
+        """
+        fake, g_state = self.generator.stateless_call(
+            g_vars, g_state, self._generator_inputs(latents, labels), training=True
+        )
+        fake_logits, _ = self._critic(d_vars, d_state, fake, labels)
+        per_example = self.adversarial_loss.generator_loss(fake_logits)
+        loss = ops.sum(per_example) / global_batch
+        return loss * loss_scale, (g_state, loss)
 
     def _critic(self, d_vars, d_state, images, labels):
         inputs = images if labels is None else [images, labels]
         logits, d_state = self.discriminator.stateless_call(
             d_vars, d_state, inputs, training=True
         )
-        return tf.cast(logits, "float32"), d_state
+        return ops.cast(logits, "float32"), d_state
 
     def _penalty(self, d_vars, d_state, real, fake, labels, alpha):
         def critic(images):
@@ -457,41 +397,23 @@ class GAN(keras.Model):
     def _generator_inputs(self, latents, labels):
         return latents if labels is None else [latents, labels]
 
+    def _ema_rate(self, step):
+        # Warm-up as in tf.train.ExponentialMovingAverage's num_updates:
+        # early averages must not hold on to the random initial weights.
+        return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+
     # ------------------------------------------------------------- helpers
 
-    def _draw_noise(self, stream, local_batch, global_batch):
-        """Latents (and WGAN-GP weights) for this replica's examples.
-
-        The whole global batch is drawn from a seed made of (seed, step,
-        stream) and each replica takes its own rows, so example i of the
-        global batch gets the same latent whatever the replica count.
-        Drawn outside XLA: stateless RNG gives other numbers inside it.
-        """
-        counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
-        seed_z = tf.stack([tf.constant(self.seed, "int64"), 2 * counter])
-        seed_a = tf.stack([tf.constant(self.seed, "int64"), 2 * counter + 1])
-        start = tf.cast(
-            tf.distribute.get_replica_context().replica_id_in_sync_group, "int32"
-        ) * tf.cast(local_batch, "int32")
-        z = tf.random.stateless_normal([global_batch, self.latent_dim], seed=seed_z)
-        z = tf.slice(z, [start, 0], [local_batch, self.latent_dim])
-        alpha = tf.random.stateless_uniform([global_batch], seed=seed_a)
-        return z, tf.slice(alpha, [start], [local_batch])
-
-    def _batch_sizes(self, images):
-        replicas = self.distribute_strategy.num_replicas_in_sync
-        local = images.shape[0]
-        if local is not None:
-            return local, local * replicas
-        local = tf.shape(images)[0]
-        return local, tf.distribute.get_replica_context().all_reduce("sum", local)
+    def strategy_scope(self):
+        """The scope of the strategy (or distribution) the GAN was built in."""
+        return distribute.scope(self.strategy)
 
     def _unpack(self, data):
         images, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
         _check_batch(images, labels, self.generator.output_shape, self.num_classes)
         if labels is not None:
-            labels = tf.reshape(tf.cast(labels, "int32"), [-1])
-        return tf.cast(images, "float32"), labels
+            labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+        return ops.cast(images, "float32"), labels
 
     def _latents_for(self, num_images_or_latents, seed):
         if isinstance(num_images_or_latents, (int, np.integer)):
@@ -502,9 +424,11 @@ class GAN(keras.Model):
                 )
             if seed is None:
                 seed = np.random.randint(2**31)
-            return tf.random.stateless_normal([n, self.latent_dim], seed=[seed, 0])
-        latents = tf.convert_to_tensor(num_images_or_latents, "float32")
-        if latents.shape.rank != 2 or latents.shape[1] != self.latent_dim:
+            return seeded_latents(n, self.latent_dim, seed)
+        latents = np.asarray(
+            ops.convert_to_numpy(num_images_or_latents), dtype="float32"
+        )
+        if latents.ndim != 2 or latents.shape[1] != self.latent_dim:
             raise ValueError(
                 f"Expected latents of shape (n, {self.latent_dim}). Received: "
                 f"shape {tuple(latents.shape)}."
@@ -512,22 +436,7 @@ class GAN(keras.Model):
         return latents
 
     def _labels_for(self, labels, n):
-        if self.num_classes is None:
-            if labels is not None:
-                raise ValueError(
-                    "Received `labels` but this GAN is not class-conditional "
-                    "(num_classes=None). Drop the labels."
-                )
-            return None
-        if labels is None:
-            return tf.constant(np.arange(n) % self.num_classes, "int32")
-        labels = np.asarray(labels).reshape(-1)
-        if labels.shape[0] != n or labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(
-                f"Expected {n} labels in [0, {self.num_classes}). Received: "
-                f"{labels.shape[0]} labels in [{labels.min()}, {labels.max()}]."
-            )
-        return tf.constant(labels, "int32")
+        return class_labels(labels, n, self.num_classes)
 
     def _prepare_optimizer(self, optimizer):
         if optimizer is None:
@@ -544,45 +453,8 @@ class GAN(keras.Model):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         return optimizer
 
-    def _resolve_jit_compile(self, jit_compile):
-        if jit_compile not in (True, False, "auto"):
-            raise ValueError(
-                "Expected `jit_compile` to be True, False or 'auto'. "
-                f"Received: jit_compile={jit_compile!r}."
-            )
-        strategy = self.distribute_strategy
-        conflict = (
-            isinstance(strategy, tf.distribute.MirroredStrategy)
-            and strategy.num_replicas_in_sync > 1
-            and _has_synchronized_batchnorm(self.generator, self.discriminator)
-        )
-        if not conflict:
-            return jit_compile is not False
-        if jit_compile is True:
-            raise ValueError(
-                "`jit_compile=True` cannot compile synchronized "
-                "BatchNormalization under a multi-replica MirroredStrategy: its "
-                "cross-replica mean would run inside the per-replica XLA "
-                "function. Use models with norm='layer' (the default), "
-                "jit_compile='auto' (turns XLA off here), or a TPU."
-            )
-        return False
-
-    def _check_steps_per_execution(self, steps_per_execution):
-        strategy = self.distribute_strategy
-        if (
-            steps_per_execution != 1
-            and isinstance(strategy, tf.distribute.MirroredStrategy)
-            and strategy.num_replicas_in_sync > 1
-        ):
-            raise ValueError(
-                "Expected steps_per_execution=1 under a multi-replica "
-                "MirroredStrategy (Keras 3 fails there with more). Received: "
-                f"steps_per_execution={steps_per_execution}. Use 1, or a TPU."
-            )
-
     def _check_fit_input(self, x, batch_size):
-        replicas = self.distribute_strategy.num_replicas_in_sync
+        replicas = distribute.num_replicas(self.strategy)
         if isinstance(x, tf.data.Dataset):
             if int(x.cardinality()) == 0:
                 raise ValueError(
@@ -604,9 +476,7 @@ class GAN(keras.Model):
             global_batch = batch_size or 32
         self.last_global_batch_size = global_batch
         if global_batch is not None:
-            from keras_tpugan import distribute
-
-            distribute.check_global_batch(global_batch, self.distribute_strategy)
+            distribute.check_global_batch(global_batch, self.strategy)
 
     # ------------------------------------------------------------ saving
 
@@ -652,6 +522,75 @@ class GAN(keras.Model):
         self.compile(**config)
 
 
+def _empty_dataset_error():
+    return ValueError(
+        "Expected the dataset to yield at least one batch, but it yielded "
+        "nothing: check its size against the batch size (batches are "
+        "dropped when `drop_remainder=True`)."
+    )
+
+
+def seeded_latents(num, latent_dim, seed):
+    """Latents for `generate` and the sample grids, the same on every backend.
+
+    Drawn with TensorFlow's stateless RNG (TensorFlow is installed with
+    either backend, for `tf.data`), so a seed gives the same images from a
+    generator on TensorFlow and on JAX.
+
+    Args:
+        num: Number of latents.
+        latent_dim: Size of each.
+        seed: An int, or a pair of ints.
+
+    Returns:
+        A float32 numpy array of shape `(num, latent_dim)`.
+    """
+    seed = [seed, 0] if np.ndim(seed) == 0 else list(seed)
+    return tf.random.stateless_normal([num, latent_dim], seed=seed).numpy()
+
+
+def class_labels(labels, num, num_classes):
+    """Checks (or makes) the class labels of `num` generated images.
+
+    Args:
+        labels: Labels of shape `(num,)`, or None: `0, 1, ...,
+            num_classes - 1, 0, 1, ...` for a conditional model.
+        num: Number of images.
+        num_classes: Classes of the model, None when unconditional.
+
+    Returns:
+        An int32 numpy array of shape `(num,)`, or None when unconditional.
+    """
+    if num_classes is None:
+        if labels is not None:
+            raise ValueError(
+                "Received `labels` but the model is not class-conditional "
+                "(num_classes=None). Drop the labels."
+            )
+        return None
+    if labels is None:
+        return (np.arange(num) % num_classes).astype("int32")
+    labels = np.asarray(labels).reshape(-1)
+    if labels.shape[0] != num or labels.min() < 0 or labels.max() >= num_classes:
+        raise ValueError(
+            f"Expected {num} labels in [0, {num_classes}). Received: "
+            f"{labels.shape[0]} labels in [{labels.min()}, {labels.max()}]."
+        )
+    return labels.astype("int32")
+
+
+def _with_callback(callbacks, first):
+    """`callbacks` (a list or a `CallbackList`) with `first` put first."""
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        # With History, which `fit` returns (Keras adds it to plain lists only).
+        merged = keras.callbacks.CallbackList(
+            [first, *callbacks.callbacks], add_history=True, model=callbacks.model
+        )
+        merged.set_params(callbacks.params)
+        return merged
+    return [first, *(callbacks or [])]
+
+
 class _DataEpoch(keras.callbacks.Callback):
     """Keys a `load_images` dataset's shuffle order on the epoch."""
 
@@ -665,26 +604,8 @@ class _DataEpoch(keras.callbacks.Callback):
         data.set_epoch(self.dataset, epoch)
 
 
-def _values(variables):
-    return [v.value for v in variables]
-
-
-def _assign(variables, values):
-    for variable, value in zip(variables, values, strict=True):
-        variable.assign(value)
-
-
 def _flat(logits):
-    return tf.reshape(tf.cast(logits, "float32"), [-1])
-
-
-def _has_synchronized_batchnorm(*models):
-    return any(
-        isinstance(layer, keras.layers.BatchNormalization)
-        and getattr(layer, "synchronized", False)
-        for model in models
-        for layer in model._flatten_layers()
-    )
+    return ops.reshape(ops.cast(logits, "float32"), (-1,))
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):
@@ -715,7 +636,7 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
 
 
 def _check_batch(images, labels, image_shape, num_classes):
-    if images.dtype.is_integer:
+    if "int" in keras.backend.standardize_dtype(images.dtype):
         raise ValueError(
             "Expected float images in [-1, 1]. Received: images of dtype "
             f"{images.dtype.name} (0-255 pixels?). Use "

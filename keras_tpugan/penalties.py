@@ -1,6 +1,7 @@
 """Gradient penalties on the discriminator, computed per example in float32."""
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 PENALTIES = ("wgan-gp", "r1")
 DEFAULT_WEIGHTS = {"wgan-gp": 10.0, "r1": 10.0}
@@ -23,13 +24,25 @@ def check(name):
     return name
 
 
-def _input_gradient_sq_norm(critic, images):
-    images = tf.cast(images, "float32")
+def _input_gradient(fn, x):
+    # keras.ops has no gradient op: each backend's own autodiff, nested
+    # inside the trainer's gradient of the discriminator loss.
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.grad(fn)(x)
+    import tensorflow as tf
+
     with tf.GradientTape() as tape:
-        tape.watch(images)
-        total = tf.reduce_sum(tf.cast(critic(images), "float32"))
-    grads = tape.gradient(total, images)
-    return tf.reduce_sum(tf.square(grads), axis=list(range(1, grads.shape.rank)))
+        tape.watch(x)
+        total = fn(x)
+    return tape.gradient(total, x)
+
+
+def _input_gradient_sq_norm(critic, images):
+    images = ops.cast(images, "float32")
+    grads = _input_gradient(lambda x: ops.sum(ops.cast(critic(x), "float32")), images)
+    return ops.sum(ops.square(grads), axis=tuple(range(1, len(grads.shape))))
 
 
 def wgan_gp(critic, real, fake, alpha):
@@ -47,12 +60,14 @@ def wgan_gp(critic, real, fake, alpha):
     Returns:
         Per-example penalties, shape `(batch,)`, float32.
     """
-    real = tf.cast(real, "float32")
-    fake = tf.cast(fake, "float32")
-    alpha = tf.reshape(alpha, [-1] + [1] * (real.shape.rank - 1))
+    real = ops.cast(real, "float32")
+    fake = ops.cast(fake, "float32")
+    alpha = ops.cast(
+        ops.reshape(alpha, (-1,) + (1,) * (len(real.shape) - 1)), "float32"
+    )
     mixed = real + alpha * (fake - real)
-    norm = tf.sqrt(_input_gradient_sq_norm(critic, mixed) + 1e-12)
-    return tf.square(norm - 1.0)
+    norm = ops.sqrt(_input_gradient_sq_norm(critic, mixed) + 1e-12)
+    return ops.square(norm - 1.0)
 
 
 def r1(critic, real):

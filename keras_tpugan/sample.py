@@ -5,9 +5,9 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_tpugan import images as images_lib
+from keras_tpugan.gan import GAN, class_labels, seeded_latents
 
 
 def load_generator(path):
@@ -47,36 +47,18 @@ def generate(model, num=64, labels=None, seed=0):
         `(images, num_classes)`: float32 images in [-1, 1] and the number of
         classes (None for an unconditional model).
     """
-    from keras_tpugan.gan import GAN
-
     if isinstance(model, GAN):
         return model.generate(num, labels=labels, seed=seed), model.num_classes
-    latent_dim = model.inputs[0].shape[-1]
-    latents = tf.random.stateless_normal([num, latent_dim], seed=[seed, 0])
+    latents = seeded_latents(num, model.inputs[0].shape[-1], seed)
     num_classes = num_classes_of(model)
-    inputs = latents
-    if num_classes:
-        if labels is None:
-            labels = np.arange(num) % num_classes
-        labels = np.asarray(labels, "int32").reshape(-1)
-        if len(labels) != num or labels.min() < 0 or labels.max() >= num_classes:
-            raise ValueError(
-                f"Expected {num} labels in [0, {num_classes}). Received: "
-                f"{list(labels)}."
-            )
-        inputs = [latents, labels]
-    elif labels is not None:
-        raise ValueError(
-            "Received labels but the generator is not class-conditional. Drop them."
-        )
+    labels = class_labels(labels, num, num_classes)
+    inputs = latents if labels is None else [latents, labels]
     out = keras.ops.convert_to_numpy(model(inputs, training=False))
     return out.astype("float32"), num_classes
 
 
 def num_classes_of(model):
     """The number of classes of a conditional generator or GAN, else None."""
-    from keras_tpugan.gan import GAN
-
     if isinstance(model, GAN):
         return model.num_classes
     if len(model.inputs) != 2:

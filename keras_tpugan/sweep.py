@@ -62,7 +62,8 @@ def run_sweep(
         warmup_epochs: Epochs of linear learning-rate warm-up (default: the
             preset's).
         overrides: `key=value` strings applied to the preset.
-        strategy: A `tf.distribute.Strategy` (default: the config's).
+        strategy: A `tf.distribute.Strategy` or, on JAX, a
+            `keras.distribution.DataParallel` (default: the config's).
         verbose: Passed to `fit`.
 
     Returns:

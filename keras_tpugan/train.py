@@ -80,7 +80,8 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     Args:
         config: A `TrainConfig`.
         workdir: Output directory (created if missing).
-        strategy: A `tf.distribute.Strategy` (default:
+        strategy: A `tf.distribute.Strategy` or, on JAX, a
+            `keras.distribution.DataParallel` (default:
             `distribute.get_strategy(config.strategy)`).
         verbose: Passed to `fit`.
         extra_callbacks: More callbacks for `fit`.
@@ -161,7 +162,8 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "dataset": config.dataset,
         "num_examples": info["num_examples"],
         "strategy": type(strategy).__name__,
-        "replicas": strategy.num_replicas_in_sync,
+        "backend": keras.backend.backend(),
+        "replicas": distribute.num_replicas(strategy),
         "precision": config.precision,
         "xla": gan.xla,
         "batch_size": config.batch_size,

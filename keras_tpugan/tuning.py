@@ -9,7 +9,6 @@ import time
 
 import keras_tuner as kt
 import numpy as np
-import tensorflow as tf
 
 from keras_tpugan import callbacks, data, distribute, images, large_batch
 from keras_tpugan.config import TrainConfig
@@ -60,7 +59,8 @@ class GANHyperModel(kt.HyperModel):
         time_cap: Seconds after which a `"time_to_fcd"` trial stops.
         config: The `TrainConfig` for everything else (default: the
             `"demo"` preset).
-        strategy: A `tf.distribute.Strategy` (default: the config's).
+        strategy: A `tf.distribute.Strategy` or, on JAX, a
+            `keras.distribution.DataParallel` (default: the config's).
         source: Data source for a dataset name (see `load_images`).
         quality_images: Generated images per FCD measurement.
         classifier_dir: Cache folder of the metric classifier.
@@ -123,7 +123,16 @@ class GANHyperModel(kt.HyperModel):
         self.quality_images = quality_images
         self.classifier_dir = classifier_dir
         self.records = []
-        _, self.info = data_and_info(data, self.batch_sizes[0], self.config, source)
+        # One pipeline per batch size, built once (the info comes with it).
+        self._datasets = {}
+        self.info = self._dataset(self.batch_sizes[0])[1]
+
+    def _dataset(self, batch):
+        if batch not in self._datasets:
+            self._datasets[batch] = data_and_info(
+                self.data, batch, self.config, self.source
+            )
+        return self._datasets[batch]
 
     def build(self, hp):
         batch = hp.Choice("batch_size", self.batch_sizes)
@@ -156,17 +165,19 @@ class GANHyperModel(kt.HyperModel):
             share = kwargs["epochs"] / max(1, kwargs.get("max_epochs", 1))
         try:
             value = self._train(model, batch, share, record)
-        except tf.errors.ResourceExhaustedError as e:
-            record["status"] = "failed: out of memory"
-            raise kt.errors.FailedTrialError(f"out of memory at batch {batch}") from e
         except kt.errors.FailedTrialError as e:
             record["status"] = f"failed: {e}"
             raise
+        except Exception as e:
+            if not distribute.is_out_of_memory(e):
+                raise
+            record["status"] = "failed: out of memory"
+            raise kt.errors.FailedTrialError(f"out of memory at batch {batch}") from e
         record["objective"] = value
         return {self.objective: value}
 
     def _train(self, model, batch, share, record):
-        ds, _ = data_and_info(self.data, batch, self.config, self.source)
+        ds, _ = self._dataset(batch)
         total_steps = max(1, math.ceil(self.image_budget * min(1.0, share) / batch))
         chunk = max(1, total_steps // self.evaluations)
         quality = callbacks.QualityMetrics(
@@ -253,7 +264,8 @@ def search_batch_size(
         objective: `"fcd"`, `"time_to_fcd"` or `"images_per_sec"`.
         max_trials: Trials for the random and Bayesian tuners (default:
             every combination).
-        strategy: A `tf.distribute.Strategy`.
+        strategy: A `tf.distribute.Strategy` (or, on JAX, a
+            `keras.distribution.DataParallel`).
         directory: Output directory.
         hypermodel: A ready `GANHyperModel` (then the arguments above that
             build one are not used).

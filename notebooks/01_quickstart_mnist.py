@@ -28,8 +28,11 @@ DATASET = "mnist"  # @param {type:"string"}
 PRECISION = "mixed_bfloat16"  # @param ["mixed_bfloat16", "mixed_float16", "float32"]
 QUALITY_EVERY = 5  # @param {type:"integer"}
 OUT = "runs/quickstart"  # @param {type:"string"}
+# "jax" for today's Colab TPU runtimes (JAX-first); "tensorflow" for GPUs, CPUs and
+# TPUs with TensorFlow's TPU build (2.19/2.20).
+BACKEND = "tensorflow"  # @param ["tensorflow", "jax"]
 # A pip requirement for keras-tpugan: a git URL or path of this repository (with the
-# [tpu], [gpu] or [cpu] extra). Installed only in Colab.
+# [cpu,jax-tpu], [tpu], [gpu] or [cpu] extra). Installed only in Colab.
 PACKAGE = ""  # @param {type:"string"}
 
 # %% [markdown]
@@ -46,10 +49,17 @@ if "google.colab" in sys.modules and PACKAGE:
 
 # %% [markdown]
 # ## Runtime and precision
+# Keras reads its backend once, when it is first imported. On TensorFlow,
 # `get_strategy("auto")` finds a TPU (TPUStrategy), else every GPU (MirroredStrategy), else
-# the CPU. The dtype policy must be set before the models are built.
+# the CPU; on JAX it returns a `keras.distribution.DataParallel` over every TPU core, GPU or
+# CPU. Both are used as `with strategy.scope():`. The dtype policy must be set before the
+# models are built.
 
 # %%
+import os
+
+os.environ["KERAS_BACKEND"] = BACKEND
+
 import keras
 
 import keras_tpugan as ktg
@@ -57,7 +67,8 @@ import keras_tpugan as ktg
 strategy = ktg.distribute.get_strategy("auto")
 ktg.precision.configure(PRECISION)
 print(
-    f"{type(strategy).__name__} with {strategy.num_replicas_in_sync} replica(s), "
+    f"{keras.backend.backend()}: {type(strategy).__name__} with "
+    f"{ktg.distribute.num_replicas(strategy)} replica(s), "
     f"policy {keras.mixed_precision.global_policy().name}"
 )
 

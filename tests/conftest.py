@@ -1,11 +1,26 @@
-"""Test set-up: four logical CPU devices, float32 by default, tiny models."""
+"""Test set-up: four CPU devices, float32 by default, tiny models.
+
+The suite runs on the backend named by KERAS_BACKEND (default: tensorflow).
+On JAX (`KERAS_BACKEND=jax pytest`) it runs the tests marked
+`both_backends`, on four host devices, and deselects the others (they test
+TensorFlow-only features, or run both backends in subprocesses).
+"""
 
 import os
 import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if os.environ["KERAS_BACKEND"] == "jax":
+    # Four JAX devices on one CPU: must be set before JAX starts.
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    ).strip()
 # One classifier cache for the whole run, away from the user's own cache.
-os.environ["KERAS_TPUGAN_CACHE"] = tempfile.mkdtemp(prefix="keras_tpugan_cache_")
+# `make test` shares one between its TensorFlow and JAX passes, so the JAX
+# pass loads the classifier the TensorFlow pass trained (and saved).
+os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get(
+    "KERAS_TPUGAN_TEST_CACHE"
+) or tempfile.mkdtemp(prefix="keras_tpugan_cache_")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
@@ -23,6 +38,21 @@ import pytest  # noqa: E402
 import keras_tpugan as ktg  # noqa: E402
 
 LATENT = 8
+BACKEND = keras.backend.backend()
+
+
+def pytest_collection_modifyitems(config, items):
+    kept, dropped = [], []
+    for item in items:
+        if BACKEND == "jax":
+            runs_here = item.get_closest_marker("both_backends") is not None
+            runs_here &= item.get_closest_marker("tensorflow_only") is None
+        else:
+            runs_here = item.get_closest_marker("jax_only") is None
+        (kept if runs_here else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +66,7 @@ def tiny_gan(
     num_classes=None, norm="layer", strategy=None, compile_kwargs=None, **kwargs
 ):
     """A GAN of a few thousand parameters on 28x28x1 images, compiled."""
-    strategy = strategy or tf.distribute.get_strategy()
-    with strategy.scope():
+    with ktg.distribute.scope(strategy):
         gan = ktg.GAN(
             ktg.models.dcgan_generator(
                 latent_dim=LATENT, width=8, num_classes=num_classes, norm=norm
@@ -49,6 +78,10 @@ def tiny_gan(
         )
         gan.compile(**(compile_kwargs or {}))
     return gan
+
+
+def numpy_weights(model):
+    return [keras.ops.convert_to_numpy(w) for w in model.weights]
 
 
 def random_images(n=8, seed=0):

@@ -60,3 +60,18 @@ def test_benchmark_script_help():
 def test_forward_flops_of_a_dense_layer():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
     assert bench.forward_flops(model) == 2 * 3 * 5
+
+
+def test_bench_measures_both_backends_side_by_side(tmp_path, capsys):
+    out = tmp_path / "both.csv"
+    argv = ["bench", *TINY, "--precisions", "float32", "--xla", "on"]
+    argv += ["--backend", "tensorflow", "jax", "--csv", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "vs tensorflow" in printed
+    assert "| jax | float32 | on | 1 | 8 |" in printed
+    assert "| tensorflow | float32 | on | 1 | 8 |" in printed
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["backend"] for r in rows] == ["tensorflow", "jax"]
+    assert all(float(r["images_per_sec"]) > 0 for r in rows)

@@ -9,6 +9,8 @@ from PIL import Image
 
 import keras_tpugan as ktg
 
+pytestmark = pytest.mark.both_backends
+
 
 def test_sample_grid_writes_pngs_of_the_expected_size_and_a_gif(tmp_path):
     gan = tiny_gan()
@@ -179,6 +181,9 @@ def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_d
         ktg.callbacks.QualityMetrics(features="inception")
 
 
+# InceptionV3 on JAX's CPU takes a minute here; the plumbing is Keras code
+# shared by both backends.
+@pytest.mark.tensorflow_only
 def test_quality_metrics_fid_plumbing_with_random_inception_weights():
     gan, ds = _rgb_gan()
     rng = np.random.default_rng(0)

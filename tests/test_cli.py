@@ -178,3 +178,21 @@ def test_every_subcommand_has_help_with_an_example(command):
         check=True,
     )
     assert "examples:" in result.stdout and f"keras-tpugan {command} " in result.stdout
+
+
+def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier_dir):
+    # Keras runs TensorFlow in this process: the command reruns itself on JAX.
+    out = tmp_path / "jax"
+    argv = ["train", "--backend", "jax", "--preset", "smoke"]
+    argv += ["--set", "batch_size=128", "--out", str(out), "--quiet"]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["backend"] == "jax" and summary["strategy"] == "DataParallel"
+    assert np.isfinite(summary["final"]["g_loss"])
+    assert (out / "samples" / "epoch_0001.png").exists()
+    # The generator it saved samples here, on TensorFlow.
+    grid = tmp_path / "grid.png"
+    assert (
+        cli.main(["sample", "--model", str(out), "--num", "4", "--out", str(grid)]) == 0
+    )
+    assert Image.open(grid).size[0] > 0

@@ -1,28 +1,44 @@
+import keras
 import pytest
 import tensorflow as tf
+from conftest import BACKEND
 
 from keras_tpugan import distribute
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_cpu_strategies():
     one = distribute.get_strategy("cpu", num_replicas=1)
-    assert one.num_replicas_in_sync == 1
+    assert distribute.num_replicas(one) == 1
     four = distribute.get_strategy("cpu", num_replicas=4)
-    assert isinstance(four, tf.distribute.MirroredStrategy)
-    assert four.num_replicas_in_sync == 4
-    assert distribute.get_strategy("cpu").num_replicas_in_sync == 4
+    if BACKEND == "jax":
+        assert isinstance(four, keras.distribution.DataParallel)
+        assert four.device_mesh.devices.size == 4
+    else:
+        assert isinstance(four, tf.distribute.MirroredStrategy)
+    assert distribute.num_replicas(four) == 4
+    assert distribute.num_replicas(distribute.get_strategy("cpu")) == 4
 
 
 def test_auto_on_a_machine_without_tpu_or_gpu_uses_the_cpus():
     strategy = distribute.get_strategy("auto")
-    assert strategy.extended.worker_devices[0].endswith("CPU:0")
+    if BACKEND == "jax":
+        assert {d.platform for d in strategy.device_mesh.devices.flat} == {"cpu"}
+        assert distribute.num_replicas(strategy) == 4
+    else:
+        assert strategy.extended.worker_devices[0].endswith("CPU:0")
 
 
 def test_explicit_kinds_that_are_missing_fail_clearly():
-    with pytest.raises(ValueError, match="Expected a reachable TPU"):
-        distribute.get_strategy("tpu")
-    with pytest.raises(ValueError, match="at least one GPU"):
-        distribute.get_strategy("gpu")
+    missing = (
+        {"tpu": "JAX TPU device", "gpu": "JAX GPU device"}
+        if BACKEND == "jax"
+        else {"tpu": "Expected a reachable TPU", "gpu": "at least one GPU"}
+    )
+    for kind, message in missing.items():
+        with pytest.raises(ValueError, match=message):
+            distribute.get_strategy(kind)
     with pytest.raises(ValueError, match="Expected `kind` to be one of"):
         distribute.get_strategy("cuda")
     with pytest.raises(ValueError, match="between 1 and the 4 CPU"):
@@ -38,6 +54,14 @@ def test_check_global_batch():
         ".*for example 28",
     ):
         distribute.check_global_batch(30, strategy)
+
+
+def test_scope_of_a_strategy_or_of_none():
+    strategy = distribute.get_strategy("cpu", num_replicas=2)
+    with distribute.scope(strategy):
+        assert distribute.num_replicas() == 2
+    with distribute.scope(None):
+        assert distribute.num_replicas() == 1
 
 
 def test_chief():

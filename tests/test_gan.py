@@ -2,9 +2,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LATENT, batches, random_images, tiny_gan
+from conftest import BACKEND, LATENT, batches, random_images, tiny_gan
 
 import keras_tpugan as ktg
+
+pytestmark = pytest.mark.both_backends
 
 GLOBAL_BATCH = 8
 STEPS = 3
@@ -22,7 +24,12 @@ def _train(replicas, gan_kwargs, compile_kwargs=None, labels=None, seed=1):
 
 PARITY_CASES = {
     "plain_xla": ({}, {"jit_compile": True}),
-    "n_critic_2": ({"discriminator_steps": 2}, {"jit_compile": False}),
+    # Without XLA on TensorFlow; on JAX an un-jitted step runs op by op (two
+    # minutes here), and jit_compile=False is covered by the other cases.
+    "n_critic_2": (
+        {"discriminator_steps": 2},
+        {"jit_compile": BACKEND == "jax"},
+    ),
     "wgan_gp_xla": (
         {"gradient_penalty": "wgan-gp", "discriminator_steps": 2},
         {"jit_compile": True, "loss": "wasserstein"},
@@ -44,7 +51,7 @@ def test_same_weights_and_logs_on_1_2_4_replicas(case):
         assert ref_logs["penalty"] > 0
     for replicas in (2, 4):
         weights, logs, gan = _train(replicas, gan_kwargs, compile_kwargs, labels)
-        assert gan.distribute_strategy.num_replicas_in_sync == replicas
+        assert ktg.distribute.num_replicas(gan.strategy) == replicas
         for a, b in zip(ref_w, weights, strict=True):
             np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
         assert logs.keys() == ref_logs.keys()
@@ -73,6 +80,7 @@ def test_xla_on_and_off_agree_in_float32():
         np.testing.assert_allclose(xla_logs[key], ref_logs[key], atol=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_latents_depend_on_seed_step_and_global_index_only():
     gan = tiny_gan()
     z_one, _ = gan._draw_noise(0, 8, 8)
@@ -92,6 +100,44 @@ def test_latents_depend_on_seed_step_and_global_index_only():
     assert not np.allclose(gan._draw_noise(0, 8, 8)[0], z_one)
 
 
+@pytest.mark.jax_only
+def test_jax_latents_depend_on_seed_step_and_stream_only():
+    gan = tiny_gan()
+    z, alpha = gan._draw_noise(0, 0, 8)
+    assert z.shape == (8, LATENT) and alpha.shape == (8,)
+    np.testing.assert_array_equal(z, gan._draw_noise(0, 0, 8)[0])
+    assert not np.allclose(z, gan._draw_noise(1, 0, 8)[0])  # next step
+    assert not np.allclose(z, gan._draw_noise(0, 1, 8)[0])  # next stream
+    other = tiny_gan(seed=1)
+    assert not np.allclose(z, other._draw_noise(0, 0, 8)[0])
+
+
+@pytest.mark.jax_only
+def test_jax_step_sees_the_global_batch_sharded_over_the_devices():
+    import jax
+
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
+    gan = tiny_gan(strategy=strategy, compile_kwargs={"jit_compile": True})
+    seen = {}
+    step = gan.train_step
+
+    def watched(state, data):
+        def record(sharding):
+            seen["sharding"] = sharding
+
+        jax.debug.inspect_array_sharding(data, callback=record)
+        seen["shape"] = data.shape
+        return step(state, data)
+
+    gan.train_step = watched
+    gan.fit(batches(random_images(8), 8), epochs=1, verbose=0)  # outside the scope
+    assert seen["sharding"].num_devices == 4
+    assert tuple(seen["sharding"].spec) == ("batch",)
+    assert seen["shape"] == (8, 28, 28, 1)  # the global batch
+    variable = gan.generator.trainable_variables[0].value
+    assert len(variable.sharding.device_set) == 4  # replicated on the 4 devices
+
+
 def test_mixed_bfloat16_with_xla_trains_with_float32_variables():
     ktg.precision.configure("mixed_bfloat16")
     gan = tiny_gan(compile_kwargs={"jit_compile": True})
@@ -107,6 +153,10 @@ def test_mixed_bfloat16_with_xla_trains_with_float32_variables():
 
 def test_mixed_float16_wraps_both_optimizers_in_loss_scaling():
     ktg.precision.configure("mixed_float16")
+    if BACKEND == "jax":
+        with pytest.raises(ValueError, match="mixed_bfloat16 or float32 policy"):
+            tiny_gan(compile_kwargs={"jit_compile": False})
+        return
     gan = tiny_gan(compile_kwargs={"jit_compile": False})
     for opt in (gan.generator_optimizer, gan.discriminator_optimizer):
         assert isinstance(opt, keras.optimizers.LossScaleOptimizer)
@@ -271,6 +321,7 @@ def test_compile_refuses_what_the_gan_owns():
         tiny_gan(compile_kwargs={"optimizer": "adam"})
 
 
+@pytest.mark.tensorflow_only
 def test_synchronized_batchnorm_with_xla_under_mirrored_is_explained():
     strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
     with pytest.raises(ValueError, match="synchronized BatchNormalization"):
@@ -281,6 +332,7 @@ def test_synchronized_batchnorm_with_xla_under_mirrored_is_explained():
     assert gan.xla is False
 
 
+@pytest.mark.tensorflow_only
 def test_steps_per_execution_under_mirrored_is_refused():
     strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
     with pytest.raises(ValueError, match="steps_per_execution=1"):
@@ -336,3 +388,17 @@ def test_ema_is_the_same_on_two_replicas():
     _, _, two = _train(2, {"ema_decay": 0.5}, {"jit_compile": True})
     for a, b in zip(ref.ema_generator.weights, two.ema_generator.weights, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def test_fit_takes_a_callback_list_and_still_keys_the_data_epoch():
+    gan = tiny_gan()
+    ds = ktg.data.load_images("mnist", batch_size=1000, source="offline")
+    ends = []
+    recorder = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: ends.append(epoch)
+    )
+    given = keras.callbacks.CallbackList([recorder], model=gan)
+    gan.fit(ds, epochs=2, steps_per_epoch=1, callbacks=given, verbose=0)
+    assert ends == [0, 1]
+    assert int(keras.ops.convert_to_numpy(ds._keras_tpugan_epoch)) == 1
+    assert int(gan.step_counter.numpy()) == 2

@@ -9,6 +9,8 @@ from keras_tpugan.lars import LARS
 from keras_tpugan.train import build_gan
 from keras_tpugan.warmup import LinearWarmup
 
+pytestmark = pytest.mark.both_backends
+
 
 def lars_reference(weights, gradients, lr, momentum, eta, eps, decay, adapted):
     """LARS in numpy, step by step as in You et al. (2017)."""

@@ -4,6 +4,8 @@ import pytest
 
 from keras_tpugan import losses
 
+pytestmark = pytest.mark.both_backends
+
 REAL = np.array([[2.0], [-1.0], [0.5]], "float32")
 FAKE = np.array([[-3.0], [0.0], [1.5]], "float32")
 

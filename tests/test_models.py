@@ -4,6 +4,8 @@ import pytest
 
 from keras_tpugan import models
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.mark.parametrize("shape", [(28, 28, 1), (32, 32, 3), (64, 64, 3)])
 def test_shapes(shape):
@@ -43,7 +45,12 @@ def test_no_upsampling_and_synchronized_batchnorm():
         for layer in g.layers
         if isinstance(layer, keras.layers.BatchNormalization)
     ]
-    assert norms and all(layer.synchronized for layer in norms)
+    assert norms and all(
+        isinstance(layer, models.GlobalBatchNormalization) for layer in norms
+    )
+    on_tf = keras.backend.backend() == "tensorflow"
+    assert all(layer.synchronized == on_tf for layer in norms)
+    assert "synchronized" not in norms[0].get_config()
 
 
 def test_outputs_are_float32_under_mixed_bfloat16():

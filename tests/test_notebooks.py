@@ -69,8 +69,27 @@ def test_quickstart_runs(tmp_path):
     ):
         assert (out / name).exists(), name
     text = _text(nb)
-    assert "replica(s), policy mixed_bfloat16" in text
+    assert (
+        "tensorflow: OneDeviceStrategy with 1 replica(s), policy mixed_bfloat16" in text
+    )
     assert "'source': 'offline'" in text and "FCD" in text
+
+
+def test_quickstart_runs_on_jax(tmp_path):
+    out = tmp_path / "j"
+    nb = _execute(
+        "01_quickstart_mnist.ipynb",
+        "EPOCHS = 1\nBATCH_SIZE = 200\nWIDTH = 16\nQUALITY_EVERY = 1\n"
+        f"BACKEND = 'jax'\nOUT = {str(out)!r}",
+        tmp_path,
+    )
+    for name in ("samples/epoch_0001.png", "loss_curves.png", "gan.keras"):
+        assert (out / name).exists(), name
+    text = _text(nb)
+    # As many replicas as JAX has CPU devices in this process's environment.
+    assert "jax: DataParallel with " in text
+    assert "replica(s), policy mixed_bfloat16" in text
+    assert "FCD" in text
 
 
 def test_batch_size_study_runs(tmp_path):

@@ -7,6 +7,8 @@ from conftest import random_images, tiny_gan
 
 import keras_tpugan as ktg
 
+pytestmark = pytest.mark.both_backends
+
 EPOCHS = 4
 
 

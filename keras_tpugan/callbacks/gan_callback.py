@@ -31,7 +31,7 @@ class GANCallback(keras.callbacks.Callback):
                 f"{type(self).__name__} expects a keras_tpugan.GAN. Received: "
                 f"a {type(self.model).__name__}. Attach it to GAN.fit."
             )
-        self.chief = distribute.is_chief(self.model.distribute_strategy)
+        self.chief = distribute.is_chief(self.model.strategy)
         if self.directory is not None and self.chief:
             try:
                 os.makedirs(self.directory, exist_ok=True)
@@ -41,6 +41,11 @@ class GANCallback(keras.callbacks.Callback):
                     f"{type(self).__name__} cannot write to {self.directory!r}: "
                     f"{e.strerror}. Pass a writable directory."
                 ) from e
+
+    def due(self, epoch, every_n_epochs):
+        """Whether `epoch` (0-based) is every `every_n_epochs`-th, or the last."""
+        last = epoch + 1 == self.params.get("epochs")
+        return (epoch + 1) % every_n_epochs == 0 or last
 
     def path(self, name):
         """Returns `directory/name`."""

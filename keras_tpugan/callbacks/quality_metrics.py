@@ -138,9 +138,8 @@ class QualityMetrics(GANCallback):
         return metrics.classifier_outputs(self.classifier, images)
 
     def on_epoch_end(self, epoch, logs=None):
-        last = epoch + 1 == self.params.get("epochs")
         scores = dict.fromkeys(NAMES[self.features], float("nan"))
-        if (epoch + 1) % self.every_n_epochs == 0 or last:
+        if self.due(epoch, self.every_n_epochs):
             scores.update(self.score())
         if logs is not None:
             logs.update(scores)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_tpugan import images as images_lib
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+from keras_tpugan.gan import seeded_latents
 
 
 class SampleGrid(GANCallback):
@@ -81,18 +82,13 @@ class SampleGrid(GANCallback):
             self.rows = math.ceil(self.num_images / self.cols)
             self.labels = None
         count = self.num_images if self.labels is None else len(self.labels)
-        self.latents = tf.random.stateless_normal(
-            [count, gan.latent_dim], seed=[self.seed, 1]
-        )
+        self.latents = seeded_latents(count, gan.latent_dim, [self.seed, 1])
         self._writer = None
         if self.tensorboard_dir and self.chief:
             self._writer = tf.summary.create_file_writer(self.tensorboard_dir)
 
     def on_epoch_end(self, epoch, logs=None):
-        last = epoch + 1 == self.params.get("epochs")
-        if (epoch + 1) % self.every_n_epochs and not last:
-            return
-        if not self.chief:
+        if not (self.chief and self.due(epoch, self.every_n_epochs)):
             return
         grid = images_lib.tile(
             self.model.generate(self.latents, labels=self.labels),

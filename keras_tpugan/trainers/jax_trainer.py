@@ -1,0 +1,259 @@
+"""`JAXTrainer`: the GAN's training step on the JAX backend."""
+
+import jax
+import keras
+from keras import ops
+
+
+class JAXTrainer:
+    """The JAX half of `keras_tpugan.GAN`: `train_step(state, data)`.
+
+    Keras's JAX trainer compiles `train_step` with `jax.jit` and threads the
+    model's state through it: `(trainable, non_trainable, optimizer,
+    metrics)` variable values. Under a `keras.distribution.DataParallel`
+    scope the step sees the GLOBAL batch, sharded over the devices, and XLA
+    (GSPMD) inserts the cross-device sums, so:
+
+    - the latents are drawn for the whole global batch from `(seed, step,
+      stream)` with `jax.random` (whose values do not depend on the
+      sharding), the same for 1 or 1,000 devices;
+    - the per-example losses are summed and divided by the global batch, as
+      on TensorFlow; no replica context, no all-reduce by hand.
+
+    Both optimizers' states travel in the state's optimizer slot: Keras
+    threads `self.optimizer.variables` only, so `compile` sets
+    `self.optimizer` to a `keras.optimizers.MultiOptimizer` that holds the
+    generator's and the discriminator's optimizers, and each of them is
+    applied on its own (`stateless_apply`) at its point of the step.
+
+    The loss math (`_discriminator_objective`, `_generator_objective`) is
+    shared with the TensorFlow trainer.
+    """
+
+    @property
+    def strategy(self):
+        """The `keras.distribution.Distribution` the GAN was built under."""
+        return self._distribution
+
+    def train_step(self, state, data):
+        state = _State(self._slots, state)
+        images, labels = self._unpack(data)
+        global_batch = images.shape[0]
+        step = state.get("step")[0]
+        d_stats = []
+        for k in range(self.discriminator_steps):
+            latents, alpha = self._draw_noise(step, k, global_batch)
+            d_stats.append(
+                self._train_discriminator(state, images, labels, latents, alpha)
+            )
+        latents, _ = self._draw_noise(step, self.discriminator_steps, global_batch)
+        g_loss = self._train_generator(state, latents, labels)
+        self._update_ema(state, step)
+        state.set("step", [step + 1])
+        logs = self._update_metrics(
+            state, sum(d_stats) / len(d_stats), g_loss, global_batch
+        )
+        return logs, state.values()
+
+    def _train_discriminator(self, state, images, labels, latents, alpha):
+        grad_fn = jax.grad(self._discriminator_objective, has_aux=True)
+        grads, (d_state, g_state, stats) = grad_fn(
+            state.get("d_vars"),
+            state.get("d_state"),
+            state.get("g_vars"),
+            state.get("g_state"),
+            images,
+            labels,
+            latents,
+            alpha,
+            float(images.shape[0]),
+            1.0,
+        )
+        state.set("d_state", d_state)
+        state.set("g_state", g_state)
+        d_vars, d_opt = self.discriminator_optimizer.stateless_apply(
+            state.get("d_opt"), grads, state.get("d_vars")
+        )
+        state.set("d_vars", d_vars)
+        state.set("d_opt", d_opt)
+        return stats
+
+    def _train_generator(self, state, latents, labels):
+        grad_fn = jax.grad(self._generator_objective, has_aux=True)
+        grads, (g_state, g_loss) = grad_fn(
+            state.get("g_vars"),
+            state.get("g_state"),
+            state.get("d_vars"),
+            state.get("d_state"),
+            latents,
+            labels,
+            float(latents.shape[0]),
+            1.0,
+        )
+        state.set("g_state", g_state)
+        g_vars, g_opt = self.generator_optimizer.stateless_apply(
+            state.get("g_opt"), grads, state.get("g_vars")
+        )
+        state.set("g_vars", g_vars)
+        state.set("g_opt", g_opt)
+        return g_loss
+
+    def _update_ema(self, state, step):
+        if self.ema_generator is None:
+            return
+        decay = self._ema_rate(ops.cast(step, "float32"))
+        values = {"g_vars": state.get("g_vars"), "g_state": state.get("g_state")}
+        averages = []
+        for average, (group, i) in zip(
+            state.get("ema"), self._slots["ema_sources"], strict=True
+        ):
+            variable = values[group][i]
+            if group == "g_vars":
+                averages.append(decay * average + (1.0 - decay) * variable)
+            else:  # normalization statistics: copied
+                averages.append(variable)
+        state.set("ema", averages)
+
+    def _update_metrics(self, state, d_stats, g_loss, global_batch):
+        stats = ops.concatenate([d_stats, ops.reshape(g_loss, (1,))], axis=0)
+        weight = float(global_batch)
+        values, logs, start = [], {}, 0
+        metric_vars = state.get("metrics")
+        for i, tracker in enumerate(self.trackers):
+            count = len(tracker.variables)
+            own = metric_vars[start : start + count]
+            own = tracker.stateless_update_state(own, stats[i], sample_weight=weight)
+            logs[tracker.name] = tracker.stateless_result(own)
+            values.extend(own)
+            start += count
+        state.set("metrics", values)
+        return logs
+
+    def _draw_noise(self, step, stream, global_batch):
+        """Latents (and WGAN-GP weights) for the whole global batch.
+
+        Keyed by `(seed, step, stream)`: reproducible, and the same whatever
+        the number of devices the batch is sharded over.
+        """
+        counter = ops.cast(step, "uint32") * (self.discriminator_steps + 1) + stream
+        key = jax.random.fold_in(jax.random.key(self.seed), counter)
+        key_z, key_alpha = jax.random.split(key)
+        z = jax.random.normal(key_z, (global_batch, self.latent_dim), "float32")
+        alpha = jax.random.uniform(key_alpha, (global_batch,), "float32")
+        return z, alpha
+
+    # ---------------------------------------------------------- compile
+
+    def _compile_trainer(self, jit_compile, steps_per_execution, **kwargs):
+        for name, opt in (
+            ("generator_optimizer", self.generator_optimizer),
+            ("discriminator_optimizer", self.discriminator_optimizer),
+        ):
+            if isinstance(opt, keras.optimizers.LossScaleOptimizer):
+                raise ValueError(
+                    "Expected a mixed_bfloat16 or float32 policy on the JAX "
+                    "backend. Received: a float16 policy, whose loss scaling "
+                    f"({name} is a LossScaleOptimizer) keras_tpugan supports "
+                    "on TensorFlow only. Use precision.configure("
+                    "'mixed_bfloat16'), the native type of TPUs."
+                )
+        self.xla = jit_compile is not False
+        g_ids = {id(v) for v in self.generator.trainable_variables}
+        g_opt, d_opt = self.generator_optimizer, self.discriminator_optimizer
+        # Keras's JAX trainer threads the state of `self.optimizer` only: a
+        # MultiOptimizer holding both optimizers carries them through the step.
+        carrier = _OptimizerCarrier(
+            lambda variable: g_opt if id(variable) in g_ids else d_opt,
+            name="gan_optimizers",
+        )
+        with self.strategy_scope():
+            carrier.build(self.trainable_variables)
+        keras.Model.compile(
+            self,
+            optimizer=carrier,
+            jit_compile=self.xla,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
+        self._slots = self._state_slots()
+
+    def _state_slots(self):
+        """Where each part of the GAN sits in the state lists of Keras."""
+
+        def positions(variables, within):
+            index = {id(v): i for i, v in enumerate(within)}
+            return [index[id(v)] for v in variables]
+
+        trainable = self.trainable_variables
+        non_trainable = self.non_trainable_variables
+        optimizer = self.optimizer.variables
+        slots = {
+            "g_vars": (0, positions(self.generator.trainable_variables, trainable)),
+            "d_vars": (
+                0,
+                positions(self.discriminator.trainable_variables, trainable),
+            ),
+            "g_state": (
+                1,
+                positions(self.generator.non_trainable_variables, non_trainable),
+            ),
+            "d_state": (
+                1,
+                positions(self.discriminator.non_trainable_variables, non_trainable),
+            ),
+            "step": (1, positions([self.step_counter], non_trainable)),
+            "g_opt": (2, positions(self.generator_optimizer.variables, optimizer)),
+            "d_opt": (
+                2,
+                positions(self.discriminator_optimizer.variables, optimizer),
+            ),
+            "metrics": (3, list(range(len(self.metrics_variables)))),
+        }
+        if self.ema_generator is not None:
+            slots["ema"] = (1, positions(self.ema_generator.weights, non_trainable))
+            groups = {
+                "g_vars": self.generator.trainable_variables,
+                "g_state": self.generator.non_trainable_variables,
+            }
+            sources = {
+                id(v): (group, i)
+                for group, variables in groups.items()
+                for i, v in enumerate(variables)
+            }
+            slots["ema_sources"] = [sources[id(v)] for v in self.generator.weights]
+        return slots
+
+
+class _OptimizerCarrier(keras.optimizers.MultiOptimizer):
+    """Carries both GAN optimizers' state through Keras's JAX step.
+
+    It is never applied itself, and saves nothing: the two optimizers are
+    saved as the GAN's `generator_optimizer` and `discriminator_optimizer`,
+    the same as on TensorFlow, so checkpoints load on either backend.
+    """
+
+    def save_own_variables(self, store):
+        pass
+
+    def load_own_variables(self, store):
+        pass
+
+
+class _State:
+    """Named views into Keras's JAX state tuple; `set` builds new lists."""
+
+    def __init__(self, slots, state):
+        self._slots = slots
+        self._lists = [list(part) for part in state]
+
+    def get(self, name):
+        part, positions = self._slots[name]
+        return [self._lists[part][i] for i in positions]
+
+    def set(self, name, values):
+        part, positions = self._slots[name]
+        for i, value in zip(positions, values, strict=True):
+            self._lists[part][i] = value
+
+    def values(self):
+        return tuple(self._lists)

@@ -1,0 +1,234 @@
+"""`TensorFlowTrainer`: the GAN's training step on the TensorFlow backend."""
+
+import keras
+import tensorflow as tf
+
+
+class TensorFlowTrainer:
+    """The TensorFlow half of `keras_tpugan.GAN`: `train_step(data)`.
+
+    Keras's TensorFlow trainer runs `train_step` once per replica inside
+    `strategy.run`. Here:
+
+    - the latents are drawn outside XLA for the whole GLOBAL batch from
+      `(seed, step, stream)`, and each replica takes its own rows;
+    - each replica's gradients come from `stateless_call` inside a
+      `tf.function(jit_compile=True)` (when XLA is on), while the
+      optimizer updates and the cross-replica sums stay outside it: XLA
+      over the whole cross-replica step fails under `MirroredStrategy`;
+    - the logged values are all-reduced, so every strategy reports the
+      mean over the global batch.
+
+    The loss math itself (`_discriminator_objective`,
+    `_generator_objective`) is shared with the JAX trainer.
+    """
+
+    @property
+    def strategy(self):
+        """The `tf.distribute.Strategy` the GAN was built under."""
+        return self.distribute_strategy
+
+    def train_step(self, data):
+        images, labels = self._unpack(data)
+        local_batch, global_batch = self._batch_sizes(images)
+        d_stats = []
+        for k in range(self.discriminator_steps):
+            latents, alpha = self._draw_noise(k, local_batch, global_batch)
+            d_stats.append(
+                self._train_discriminator(images, labels, latents, alpha, global_batch)
+            )
+        latents, _ = self._draw_noise(
+            self.discriminator_steps, local_batch, global_batch
+        )
+        g_loss = self._train_generator(latents, labels, global_batch)
+        self._update_ema()
+        self.step_counter.assign_add(1)
+        return self._update_metrics(
+            tf.add_n(d_stats) / len(d_stats), g_loss, global_batch
+        )
+
+    def _train_discriminator(self, images, labels, latents, alpha, global_batch):
+        opt = self.discriminator_optimizer
+        grads, (d_state, g_state, stats) = self._discriminator_grads(
+            _values(self.discriminator.trainable_variables),
+            _values(self.discriminator.non_trainable_variables),
+            _values(self.generator.trainable_variables),
+            _values(self.generator.non_trainable_variables),
+            images,
+            labels,
+            latents,
+            alpha,
+            tf.cast(global_batch, "float32"),
+            opt.scale_loss(tf.constant(1.0)),
+        )
+        _assign(self.discriminator.non_trainable_variables, d_state)
+        _assign(self.generator.non_trainable_variables, g_state)
+        opt.apply(grads, self.discriminator.trainable_variables)
+        return stats
+
+    def _train_generator(self, latents, labels, global_batch):
+        opt = self.generator_optimizer
+        grads, (g_state, g_loss) = self._generator_grads(
+            _values(self.generator.trainable_variables),
+            _values(self.generator.non_trainable_variables),
+            _values(self.discriminator.trainable_variables),
+            _values(self.discriminator.non_trainable_variables),
+            latents,
+            labels,
+            tf.cast(global_batch, "float32"),
+            opt.scale_loss(tf.constant(1.0)),
+        )
+        _assign(self.generator.non_trainable_variables, g_state)
+        opt.apply(grads, self.generator.trainable_variables)
+        return g_loss
+
+    def _update_ema(self):
+        if self.ema_generator is None:
+            return
+        decay = self._ema_rate(tf.cast(self.step_counter.value, "float32"))
+        for average, variable in zip(
+            self.ema_generator.weights, self.generator.weights, strict=True
+        ):
+            if variable.trainable:
+                average.assign(decay * average + (1.0 - decay) * variable)
+            else:  # normalization statistics: copied
+                average.assign(variable)
+
+    def _update_metrics(self, d_stats, g_loss, global_batch):
+        # Each replica holds its share of the global mean: sum them once.
+        stats = tf.concat([d_stats, [g_loss]], axis=0)
+        stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
+        weight = tf.cast(global_batch, "float32")
+        for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
+            tracker.update_state(value, sample_weight=weight)
+        logs = {t.name: t.result() for t in self.trackers}
+        if isinstance(
+            self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
+        ):
+            # Keras reduces step outputs across workers with a mean over
+            # axis 0, which fails on scalars: hand it rank-1 values (every
+            # replica holds the same all-reduced numbers).
+            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
+        return logs
+
+    # ------------------------------------------- per-replica gradients
+
+    def _discriminator_gradients(self, d_vars, *args):
+        with tf.GradientTape() as tape:
+            tape.watch(d_vars)
+            loss, aux = self._discriminator_objective(d_vars, *args)
+        return _dense(tape.gradient(loss, d_vars)), aux
+
+    def _generator_gradients(self, g_vars, *args):
+        with tf.GradientTape() as tape:
+            tape.watch(g_vars)
+            loss, aux = self._generator_objective(g_vars, *args)
+        return _dense(tape.gradient(loss, g_vars)), aux
+
+    # ---------------------------------------------------------- helpers
+
+    def _draw_noise(self, stream, local_batch, global_batch):
+        """Latents (and WGAN-GP weights) for this replica's examples.
+
+        The whole global batch is drawn from a seed made of (seed, step,
+        stream) and each replica takes its own rows, so example i of the
+        global batch gets the same latent whatever the replica count.
+        Drawn outside XLA: stateless RNG gives other numbers inside it.
+        """
+        counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
+        seed_z = tf.stack([tf.constant(self.seed, "int64"), 2 * counter])
+        seed_a = tf.stack([tf.constant(self.seed, "int64"), 2 * counter + 1])
+        start = tf.cast(
+            tf.distribute.get_replica_context().replica_id_in_sync_group, "int32"
+        ) * tf.cast(local_batch, "int32")
+        z = tf.random.stateless_normal([global_batch, self.latent_dim], seed=seed_z)
+        z = tf.slice(z, [start, 0], [local_batch, self.latent_dim])
+        alpha = tf.random.stateless_uniform([global_batch], seed=seed_a)
+        return z, tf.slice(alpha, [start], [local_batch])
+
+    def _batch_sizes(self, images):
+        replicas = self.distribute_strategy.num_replicas_in_sync
+        local = images.shape[0]
+        if local is not None:
+            return local, local * replicas
+        local = tf.shape(images)[0]
+        return local, tf.distribute.get_replica_context().all_reduce("sum", local)
+
+    # ---------------------------------------------------------- compile
+
+    def _compile_trainer(self, jit_compile, steps_per_execution, **kwargs):
+        self.xla = self._resolve_jit_compile(jit_compile)
+        self._check_steps_per_execution(steps_per_execution)
+        compile_fn = tf.function(jit_compile=True) if self.xla else (lambda f: f)
+        self._discriminator_grads = compile_fn(self._discriminator_gradients)
+        self._generator_grads = compile_fn(self._generator_gradients)
+        # Keras's own step stays un-jitted: XLA over the whole cross-replica
+        # step fails under MirroredStrategy (the per-replica part is jitted).
+        keras.Model.compile(
+            self,
+            optimizer=None,
+            jit_compile=False,
+            steps_per_execution=steps_per_execution,
+            **kwargs,
+        )
+
+    def _resolve_jit_compile(self, jit_compile):
+        strategy = self.distribute_strategy
+        conflict = (
+            isinstance(strategy, tf.distribute.MirroredStrategy)
+            and strategy.num_replicas_in_sync > 1
+            and _has_synchronized_batchnorm(self.generator, self.discriminator)
+        )
+        if not conflict:
+            return jit_compile is not False
+        if jit_compile is True:
+            raise ValueError(
+                "`jit_compile=True` cannot compile synchronized "
+                "BatchNormalization under a multi-replica MirroredStrategy: its "
+                "cross-replica mean would run inside the per-replica XLA "
+                "function. Use models with norm='layer' (the default), "
+                "jit_compile='auto' (turns XLA off here), or a TPU."
+            )
+        return False
+
+    def _check_steps_per_execution(self, steps_per_execution):
+        strategy = self.distribute_strategy
+        if (
+            steps_per_execution != 1
+            and isinstance(strategy, tf.distribute.MirroredStrategy)
+            and strategy.num_replicas_in_sync > 1
+        ):
+            raise ValueError(
+                "Expected steps_per_execution=1 under a multi-replica "
+                "MirroredStrategy (Keras 3 fails there with more). Received: "
+                f"steps_per_execution={steps_per_execution}. Use 1, or a TPU."
+            )
+
+
+def _dense(grads):
+    # Label embeddings get `tf.IndexedSlices` gradients with one row per
+    # example, so a class's row repeats. Keras 3's Adam on TensorFlow mis-
+    # applies repeated rows (checked: 3 steps moved a row by 0.52 at lr 0.1,
+    # the dense gradient by 0.30, the most Adam can). Dense rows are exact,
+    # and cheap for `num_classes` rows.
+    return [
+        tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads
+    ]
+
+
+def _values(variables):
+    return [v.value for v in variables]
+
+
+def _assign(variables, values):
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
+
+
+def _has_synchronized_batchnorm(*models):
+    return any(
+        isinstance(layer, keras.layers.BatchNormalization)
+        and getattr(layer, "synchronized", False)
+        for model in models
+        for layer in model._flatten_layers()
+    )

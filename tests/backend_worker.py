@@ -1,0 +1,124 @@
+"""Runs in its own process on one Keras backend, for `test_backends.py`.
+
+    python backend_worker.py BACKEND train DIR   # train the cases, save files
+    python backend_worker.py BACKEND load DIR    # load the other's files
+
+`train`: for each case, builds the tiny GAN, loads the initial weights and
+the latents the test wrote to DIR (the same for both backends), trains
+`STEPS` steps on one real batch (one step per epoch, so each step's logs
+are kept) with those
+latents in place of the GAN's own draw, and saves the logs, the weights,
+the generator and the whole GAN (`.keras`) and images generated from them.
+`load`: loads the generator and GAN the other backend saved and generates
+the same images.
+"""
+
+import json
+import os
+import sys
+
+if __name__ == "__main__":  # (test_backends.py imports the constants only)
+    BACKEND, MODE, DIR = sys.argv[1:4]
+    os.environ["KERAS_BACKEND"] = BACKEND
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_tpugan as ktg  # noqa: E402
+from keras_tpugan import sample  # noqa: E402
+
+LATENT = 8
+BATCH = 8
+STEPS = 3
+CASES = {
+    "non_saturating": ({}, {"loss": "non_saturating"}),
+    "wgan_gp_n_critic_2_ema": (
+        {"gradient_penalty": "wgan-gp", "discriminator_steps": 2, "ema_decay": 0.9},
+        {"loss": "wasserstein"},
+    ),
+    "conditional_r1_hinge": (
+        {"num_classes": 2, "gradient_penalty": "r1"},
+        {"loss": "hinge"},
+    ),
+}
+
+
+def build(case):
+    gan_kwargs, compile_kwargs = CASES[case]
+    num_classes = gan_kwargs.get("num_classes")
+    gan = ktg.GAN(
+        ktg.models.dcgan_generator(latent_dim=LATENT, width=8, num_classes=num_classes),
+        ktg.models.dcgan_discriminator(width=8, num_classes=num_classes),
+        latent_dim=LATENT,
+        **gan_kwargs,
+    )
+    gan.compile(jit_compile=True, **compile_kwargs)
+    return gan
+
+
+def use_fixed_noise(gan, noise):
+    """Replaces the GAN's latent draw by the given arrays, per step and stream."""
+    z, alpha = noise["z"], noise["alpha"]
+
+    def pick(step, stream):
+        return ops.take(z, step, axis=0)[stream], ops.take(alpha, step, axis=0)[stream]
+
+    if BACKEND == "jax":
+        gan._draw_noise = lambda step, stream, global_batch: pick(step, stream)
+    else:
+        gan._draw_noise = lambda stream, local, global_batch: pick(
+            gan.step_counter.value, stream
+        )
+
+
+def train(case):
+    gan = build(case)
+    gan.generator.load_weights(os.path.join(DIR, f"{case}_g.weights.h5"))
+    gan.discriminator.load_weights(os.path.join(DIR, f"{case}_d.weights.h5"))
+    if gan.ema_generator is not None:
+        gan.ema_generator.set_weights(gan.generator.get_weights())
+    use_fixed_noise(gan, np.load(os.path.join(DIR, "noise.npz")))
+    data = np.load(os.path.join(DIR, "images.npz"))
+    inputs = data["images"]
+    if gan.num_classes:
+        inputs = (inputs, data["labels"])
+    ds = tf.data.Dataset.from_tensor_slices(inputs).batch(BATCH)
+    history = gan.fit(ds, epochs=STEPS, verbose=0)
+    out = os.path.join(DIR, f"{BACKEND}_{case}")
+    weights = gan.generator.weights + gan.discriminator.weights
+    if gan.ema_generator is not None:
+        weights += gan.ema_generator.weights
+    np.savez(out + "_weights.npz", *[ops.convert_to_numpy(w) for w in weights])
+    with open(out + "_logs.json", "w") as f:
+        json.dump({k: [float(x) for x in v] for k, v in history.history.items()}, f)
+    gan.generator.save(out + "_generator.keras")
+    gan.save(out + "_gan.keras")
+    np.save(out + "_generated.npy", gan.generate(4, seed=5))
+    np.save(out + "_raw.npy", gan.generate(4, seed=5, use_ema=False))
+
+
+def load(case):
+    other = "jax" if BACKEND == "tensorflow" else "tensorflow"
+    saved = os.path.join(DIR, f"{other}_{case}")
+    generator = sample.load_generator(saved + "_generator.keras")
+    images, _ = sample.generate(generator, 4, seed=5)
+    gan = keras.saving.load_model(saved + "_gan.keras")
+    out = os.path.join(DIR, f"{BACKEND}_loaded_{case}")
+    np.save(out + "_raw.npy", images)
+    np.save(out + "_generated.npy", gan.generate(4, seed=5))
+    # The loaded GAN is compiled and goes on training on this backend.
+    data = np.load(os.path.join(DIR, "images.npz"))
+    inputs = data["images"]
+    if gan.num_classes:
+        inputs = (inputs, data["labels"])
+    gan.fit(tf.data.Dataset.from_tensor_slices(inputs).batch(BATCH), verbose=0)
+    np.save(out + "_step.npy", ops.convert_to_numpy(gan.step_counter))
+
+
+if __name__ == "__main__":
+    for name in CASES:
+        (train if MODE == "train" else load)(name)
+    print("worker done")
