@@ -228,15 +228,14 @@ def main(argv=None):
 
 
 def _runs_on(backend):
-    """Whether this process's Keras runs on `backend` (None: any)."""
-    if backend is None:
-        return True
-    if "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = backend
-        return True
+    """Whether this process's Keras runs on `backend` (None: any).
+
+    Keras is always loaded here: importing `keras_tpugan.cli` imports the
+    package, which imports Keras.
+    """
     import keras
 
-    return keras.backend.backend() == backend
+    return backend is None or keras.backend.backend() == backend
 
 
 def _in_subprocess(backend, argv):
