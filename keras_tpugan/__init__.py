@@ -4,16 +4,18 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-try:
-    import tensorflow  # noqa: F401
-except ImportError as e:
-    raise ImportError(
-        "keras_tpugan needs TensorFlow (for tf.data, also on JAX), which it "
-        "installs through an extra: `pip install 'keras-tpugan[cpu]'`, "
-        "`[gpu]` or `[tpu]` (with JAX: `[cpu,jax]`, `[cpu,jax-tpu]`)."
-    ) from e
+from keras_tpugan import native_logs  # noqa: E402
 
-import keras  # noqa: E402
+with native_logs.hidden(native_logs.quiet_command()):
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "keras_tpugan needs TensorFlow (for tf.data, also on JAX), which it "
+            "installs through an extra: `pip install 'keras-tpugan[cpu]'`, "
+            "`[gpu]` or `[tpu]` (with JAX: `[cpu,jax]`, `[cpu,jax-tpu]`)."
+        ) from e
+    import keras
 
 if keras.backend.backend() not in ("tensorflow", "jax"):
     raise ImportError(

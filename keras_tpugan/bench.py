@@ -21,17 +21,19 @@ both, one process each, one after the other, and prints them side by side.
 Used by `keras-tpugan bench` and `benchmarks/throughput.py`.
 """
 
-import csv
 import itertools
+import os
+import tempfile
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tpugan import distribute, precision
+from keras_tpugan import backends as backends_lib
+from keras_tpugan import distribute, reports
 from keras_tpugan.config import TrainConfig
-from keras_tpugan.train import build_gan
+from keras_tpugan.prepared_run import prepare
 
 IMAGE_SHAPE = (28, 28, 1)
 
@@ -106,8 +108,11 @@ def _device_and_versions():
 
 
 def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy):
-    """Median images/s over `repeats` timed fits, and FLOPs per image."""
-    precision.configure(policy)
+    """Median images/s over `repeats` timed fits, and FLOPs per image.
+
+    The run is set up by `prepared_run.prepare`, as a training run is, on
+    one batch of synthetic images repeated.
+    """
     config = TrainConfig(
         precision=policy,
         jit_compile=xla,
@@ -115,11 +120,10 @@ def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy
         width=width,
         latent_dim=latent_dim,
     )
-    distribute.check_global_batch(batch_size, strategy)
-    with strategy.scope():
-        gan = build_gan(config, IMAGE_SHAPE)
     images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *IMAGE_SHAPE))
-    ds = tf.data.Dataset.from_tensors(images.astype("float32")).repeat().prefetch(2)
+    run = prepare(config, strategy, data=images.astype("float32"))
+    gan = run.build_gan()
+    ds = run.dataset.repeat()
     # Trace and compile. Twice: on JAX the second fit compiles once more, for
     # the shardings of the state the first one returned.
     for _ in range(2):
@@ -164,6 +168,7 @@ def throughput_matrix(
         The rows: dicts with precision, xla, replicas, batch_size,
         images_per_sec, gflops_per_sec and fraction_of_matmul.
     """
+    distribute.split_host_devices(max(replicas))
     backend = keras.backend.backend()
     peak = {
         p: matmul_flops_per_sec("bfloat16" if "16" in p else "float32")
@@ -208,74 +213,44 @@ def throughput_matrix(
         )
         rows.append(row)
         printer(str(row))
-    for line in format_table(rows):
+    for line in reports.throughput_table(rows):
         printer(line)
     if csv_path:
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        reports.write_csv(rows, csv_path)
+    return rows
+
+
+def throughput_across_backends(backends, csv_path=None, printer=print, **kwargs):
+    """Runs `throughput_matrix` once per backend, each in its own process.
+
+    Args:
+        backends: Backends to measure, one after the other.
+        csv_path: If set, also write all rows there as CSV.
+        printer: Called with each line of the merged table.
+        **kwargs: `throughput_matrix` arguments (JSON-serializable).
+
+    Returns:
+        The rows of every backend.
+    """
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in backends:
+            path = os.path.join(tmp, f"{backend}.csv")
+            function = "keras_tpugan.bench:throughput_matrix"
+            if backends_lib.call(backend, function, csv_path=path, **kwargs):
+                raise ValueError(
+                    f"Expected the {backend} benchmark to finish. Received: a "
+                    "failed process (its output is above)."
+                )
+            rows += reports.read_throughput_csv(path)
+    printer("\nAll backends, measured one after the other in this run:")
+    for line in reports.throughput_table(rows):
+        printer(line)
+    if csv_path:
+        reports.write_csv(rows, csv_path)
     return rows
 
 
 def _expected_failure(error):
     """Too big a batch, or one the replicas cannot split: a failed cell."""
     return isinstance(error, ValueError) or distribute.is_out_of_memory(error)
-
-
-def format_table(rows):
-    """Returns the rows as Markdown table lines, with ratios.
-
-    "vs float32 no-XLA" compares a cell with the float32, XLA-off cell of
-    the same backend, replicas and batch; "vs tensorflow" (when the rows
-    hold several backends) with the same cell measured on TensorFlow.
-    """
-
-    def rate(backend, precision, xla, replicas, batch):
-        return cells.get((backend, precision, xla, replicas, batch))
-
-    cells = {
-        (
-            r.get("backend", "tensorflow"),
-            r["precision"],
-            r["xla"],
-            r["replicas"],
-            r["batch_size"],
-        ): r["images_per_sec"]
-        for r in rows
-    }
-    several = len({key[0] for key in cells}) > 1
-    lines = [
-        "",
-        "| backend | precision | XLA | replicas | batch | images/s "
-        "| vs float32 no-XLA |"
-        + (" vs tensorflow |" if several else "")
-        + " GFLOP/s | of matmul |",
-        "|---|---|---|---:|---:|---:|---:|"
-        + ("---:|" if several else "")
-        + "---:|---:|",
-    ]
-    for r in rows:
-        backend = r.get("backend", "tensorflow")
-        head = (
-            f"| {backend} | {r['precision']} | {'on' if r['xla'] else 'off'} "
-            f"| {r['replicas']} | {r['batch_size']} "
-        )
-        if r["images_per_sec"] is None:
-            lines.append(
-                head + "| failed | - |" + (" - |" if several else "") + " - | - |"
-            )
-            continue
-        key = (r["replicas"], r["batch_size"])
-        base = rate(backend, "float32", False, *key)
-        ratios = [f"{r['images_per_sec'] / base:.2f}x" if base else "-"]
-        if several:
-            tf_rate = rate("tensorflow", r["precision"], r["xla"], *key)
-            ratios.append(f"{r['images_per_sec'] / tf_rate:.2f}x" if tf_rate else "-")
-        lines.append(
-            head
-            + f"| {r['images_per_sec']:.0f} | "
-            + " | ".join(ratios)
-            + f" | {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
-        )
-    return lines

@@ -1,20 +1,22 @@
-"""The `keras-tpugan` command line: a thin front end over the library.
+"""The `keras-tpugan` command line: argument parsing and printing only.
 
-Each subcommand parses its arguments and calls one importable function
-(`train.train`, `sweep.run_sweep`, `tuning.search_batch_size`,
-`sample.sample_grid`, `bench.throughput_matrix`), which notebooks call too.
-Errors are one line.
+Each subcommand parses its arguments into a `TrainConfig` (or typed
+arguments) and calls one importable function (`train.train`,
+`sweep.run_sweep`, `tuning.search_batch_size`, `sample.sample_grid`,
+`bench.throughput_matrix`), which notebooks call too. Errors are one line.
+TensorFlow's native start-up logs are silenced (see `keras_tpugan.__init__`)
+unless `--verbose` or `KERAS_TPUGAN_VERBOSE=1` is given.
 """
 
 import argparse
-import csv
+import dataclasses
 import json
-import os
-import subprocess
 import sys
-import tempfile
 
-BACKENDS = ("tensorflow", "jax")
+from keras_tpugan import backends
+from keras_tpugan.backends import BACKENDS
+from keras_tpugan.precision import POLICIES
+from keras_tpugan.reports import first_line
 
 EXAMPLES = {
     "train": """examples:
@@ -64,6 +66,12 @@ def _parser():
             epilog=EXAMPLES[name],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        sub.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show TensorFlow's native start-up logs (also: "
+            "KERAS_TPUGAN_VERBOSE=1)",
+        )
         if name == "bench":
             sub.add_argument(
                 "--backend",
@@ -111,15 +119,12 @@ def _parser():
     sweep.add_argument("--epochs", type=int, default=None, help="default: the preset's")
     sweep.add_argument(
         "--lr-scaling",
-        choices=("none", "linear", "sqrt"),
         default="none",
-        help="scale the learning rate with the batch (vs the smallest)",
+        help="none (default), linear or sqrt: scale the learning rate with the "
+        "batch (vs the smallest)",
     )
     sweep.add_argument(
-        "--optimizer",
-        choices=("adam", "lars", "lamb"),
-        default=None,
-        help="default: the preset's (adam)",
+        "--optimizer", default=None, help="adam, lars or lamb (default: the preset's)"
     )
     sweep.add_argument(
         "--warmup-epochs", type=int, default=None, help="linear learning-rate warm-up"
@@ -154,7 +159,7 @@ def _parser():
         help="base rates (default: the preset's)",
     )
     tune.add_argument(
-        "--lr-scaling", choices=("none", "linear", "sqrt"), default="linear"
+        "--lr-scaling", default="linear", help="none, linear (default) or sqrt"
     )
     tune.add_argument(
         "--tuner", choices=("grid", "random", "bayesian", "hyperband"), default="grid"
@@ -182,7 +187,7 @@ def _parser():
         "--precisions",
         nargs="+",
         default=["float32", "mixed_bfloat16"],
-        choices=("float32", "mixed_bfloat16", "mixed_float16"),
+        choices=POLICIES,
     )
     bench.add_argument("--xla", nargs="+", default=["off", "on"], choices=("off", "on"))
     bench.add_argument("--steps", type=int, default=10, help="steps per timing")
@@ -203,16 +208,17 @@ def main(argv=None):
         The exit status: 0 on success, 2 on a usage or input error, 1 when
         the machine ran out of memory.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
         if args.command == "bench" and args.backend and len(args.backend) > 1:
-            return _bench_backends(args, argv)
+            return _bench(args)
         backend = args.backend[0] if isinstance(args.backend, list) else args.backend
-        if not _runs_on(backend):
-            return _in_subprocess(backend, argv)
+        if not backends.runs_on(backend):
+            return backends.run_cli(backend, argv)
         return _COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError) as e:
-        print(f"keras-tpugan: error: {_one_line(e)}", file=sys.stderr)
+        print(f"keras-tpugan: error: {first_line(e, limit=None)}", file=sys.stderr)
         return 2
     except Exception as e:
         from keras_tpugan import distribute
@@ -220,47 +226,25 @@ def main(argv=None):
         if distribute.is_out_of_memory(e):
             print(
                 "keras-tpugan: error: out of memory; use a smaller batch size "
-                f"or model ({_one_line(e)})",
+                f"or model ({first_line(e, limit=None)})",
                 file=sys.stderr,
             )
             return 1
         raise
 
 
-def _runs_on(backend):
-    """Whether this process's Keras runs on `backend` (None: any).
+def _config(args, **changes):
+    from keras_tpugan.config import TrainConfig
 
-    Keras is always loaded here: importing `keras_tpugan.cli` imports the
-    package, which imports Keras.
-    """
-    import keras
-
-    return backend is None or keras.backend.backend() == backend
-
-
-def _in_subprocess(backend, argv):
-    """Runs the command again in a process whose Keras runs on `backend`.
-
-    Keras reads KERAS_BACKEND once, when it is first imported (here: with
-    the package), so another backend needs another process.
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    env = {**os.environ, "KERAS_BACKEND": backend}
-    cmd = [sys.executable, "-m", "keras_tpugan.cli", *argv]
-    return subprocess.run(cmd, env=env, check=False).returncode
-
-
-def _one_line(error):
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    config = TrainConfig.preset(args.preset).override(args.set)
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return dataclasses.replace(config, **changes)
 
 
 def _train(args):
-    from keras_tpugan.config import TrainConfig
     from keras_tpugan.train import train
 
-    config = TrainConfig.preset(args.preset).override(args.set)
-    summary = train(config, args.out, verbose=2 if args.quiet else "auto")
+    summary = train(_config(args), args.out, verbose=2 if args.quiet else "auto")
     print(json.dumps(summary, indent=2))
     print(f"keras-tpugan: wrote {args.out}/")
     return 0
@@ -269,16 +253,14 @@ def _train(args):
 def _sweep(args):
     from keras_tpugan.sweep import run_sweep
 
-    rows = run_sweep(
-        args.batch_sizes,
-        args.out,
-        preset=args.preset,
+    config = _config(
+        args,
         epochs=args.epochs,
-        lr_scaling=args.lr_scaling,
         optimizer=args.optimizer,
         warmup_epochs=args.warmup_epochs,
-        overrides=args.set,
+        lr_scaling=args.lr_scaling,
     )
+    rows = run_sweep(config, args.batch_sizes, args.out)
     with open(f"{args.out}/results.md") as f:
         print(f.read())
     failed = [r for r in rows if r["status"] != "ok"]
@@ -290,14 +272,12 @@ def _sweep(args):
 
 
 def _tune(args):
-    from keras_tpugan.config import TrainConfig
     from keras_tpugan.tuning import search_batch_size
 
-    config = TrainConfig.preset(args.preset).override(args.set)
-    best, rows = search_batch_size(
-        config.dataset,
+    best, _ = search_batch_size(
+        _config(args),
         batch_sizes=args.batch_sizes,
-        learning_rates=args.learning_rates or [config.learning_rate],
+        learning_rates=args.learning_rates,
         tuner=args.tuner,
         objective=args.objective,
         max_trials=args.max_trials,
@@ -305,8 +285,6 @@ def _tune(args):
         lr_scaling=args.lr_scaling,
         image_budget=args.image_budget,
         target_fcd=args.target_fcd,
-        config=config,
-        source=config.source,
     )
     with open(f"{args.out}/results.md") as f:
         print(f.read())
@@ -325,34 +303,9 @@ def _sample(args):
 
 
 def _bench(args):
-    wanted = max(args.replicas)
-    if wanted > 1 and "xla_force_host_platform_device_count" not in os.environ.get(
-        "XLA_FLAGS", ""
-    ):
-        # Several replicas on a CPU-only machine, for JAX: as many host
-        # devices (it changes the CPU platform only).
-        flag = f"--xla_force_host_platform_device_count={wanted}"
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-    import tensorflow as tf
+    from keras_tpugan import bench
 
-    # Several replicas on a CPU-only machine: split the CPU into logical
-    # devices before TensorFlow starts using it.
-    if wanted > 1 and not tf.config.list_physical_devices("GPU"):
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        configured = tf.config.get_logical_device_configuration(cpu) or []
-        try:
-            if len(configured) < wanted:
-                tf.config.set_logical_device_configuration(
-                    cpu, [tf.config.LogicalDeviceConfiguration()] * wanted
-                )
-        except RuntimeError as e:  # TensorFlow already started
-            if len(tf.config.list_logical_devices("CPU")) < wanted:
-                raise ValueError(
-                    f"Cannot split the CPU into {wanted} devices now: {e}"
-                ) from e
-    from keras_tpugan.bench import throughput_matrix
-
-    throughput_matrix(
+    kwargs = dict(
         batch_sizes=args.batch_sizes,
         replicas=args.replicas,
         precisions=args.precisions,
@@ -363,55 +316,13 @@ def _bench(args):
         latent_dim=args.latent_dim,
         csv_path=args.csv,
     )
+    if args.backend and len(args.backend) > 1:
+        bench.throughput_across_backends(args.backend, **kwargs)
+    else:
+        bench.throughput_matrix(**kwargs)
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0
-
-
-def _bench_backends(args, argv):
-    """Runs `bench` once per backend, each in its own process, and merges."""
-    from keras_tpugan.bench import format_table
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    at = argv.index("--backend")
-    end = at + 1
-    while end < len(argv) and argv[end] in BACKENDS:
-        end += 1
-    rest = argv[:at] + argv[end:]
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for backend in args.backend:
-            path = os.path.join(tmp, f"{backend}.csv")
-            cmd = [*rest, "--backend", backend, "--csv", path]
-            if _in_subprocess(backend, cmd):
-                raise ValueError(f"The {backend} benchmark failed (see above).")
-            with open(path, newline="") as f:
-                rows += [_parsed(row) for row in csv.DictReader(f)]
-    print("\nAll backends, measured one after the other in this run:")
-    for line in format_table(rows):
-        print(line)
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"keras-tpugan: wrote {args.csv}")
-    return 0
-
-
-def _parsed(row):
-    def number(text):
-        return None if text in ("", "None") else float(text)
-
-    return {
-        **row,
-        "xla": row["xla"] == "True",
-        "replicas": int(row["replicas"]),
-        "batch_size": int(row["batch_size"]),
-        "images_per_sec": number(row["images_per_sec"]),
-        "gflops_per_sec": number(row["gflops_per_sec"]),
-        "fraction_of_matmul": number(row["fraction_of_matmul"]),
-    }
 
 
 _COMMANDS = {

@@ -4,7 +4,15 @@ import dataclasses
 import types
 import typing
 
-from keras_tpugan import distribute, large_batch, losses, penalties, precision
+from keras_tpugan import (
+    data,
+    distribute,
+    large_batch,
+    losses,
+    models,
+    penalties,
+    precision,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,6 +20,9 @@ class TrainConfig:
     """The settings of one training run (see `keras_tpugan.train.train`).
 
     Frozen: derive variants with `dataclasses.replace` or `override`.
+    Every setting is checked here, once, against the allowed values of the
+    module that uses it (`data.SOURCES`, `models.NORMS`, `losses.LOSSES`,
+    ...), so the code downstream trusts it.
 
     Example:
 
@@ -73,13 +84,14 @@ class TrainConfig:
                     f"Received: {field.name}={value!r}."
                 )
         checks = {
-            "source": ("auto", "tfds", "offline"),
-            "norm": ("layer", "batch", "none"),
+            "source": data.SOURCES,
+            "norm": models.NORMS,
             "loss": tuple(losses.LOSSES),
             "precision": precision.POLICIES,
             "strategy": distribute.KINDS,
             "optimizer": large_batch.OPTIMIZERS,
             "lr_scaling": large_batch.LR_SCALINGS,
+            "gradient_penalty": (None, *penalties.PENALTIES),
         }
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
@@ -87,7 +99,6 @@ class TrainConfig:
                     f"Expected {name} in {allowed}. Received: "
                     f"{name}={getattr(self, name)!r}."
                 )
-        penalties.check(self.gradient_penalty)
         for name in (
             "latent_dim",
             "width",
@@ -115,6 +126,26 @@ class TrainConfig:
             raise ValueError(
                 f"Expected learning_rate > 0. Received: {self.learning_rate}."
             )
+        if not 0.0 <= self.beta_1 < 1.0:
+            raise ValueError(f"Expected beta_1 in [0, 1). Received: {self.beta_1}.")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(
+                "Expected ema_decay in (0, 1) (0.999 is usual) or None (no "
+                f"average). Received: ema_decay={self.ema_decay}."
+            )
+        if self.penalty_weight is not None:
+            if self.gradient_penalty is None:
+                raise ValueError(
+                    "Expected penalty_weight only with a gradient_penalty. "
+                    f"Received: penalty_weight={self.penalty_weight} with "
+                    "gradient_penalty=None. Set gradient_penalty=wgan-gp or r1, "
+                    "or drop penalty_weight."
+                )
+            if self.penalty_weight <= 0:
+                raise ValueError(
+                    "Expected penalty_weight > 0 (10 is usual). Received: "
+                    f"penalty_weight={self.penalty_weight}."
+                )
 
     @classmethod
     def preset(cls, name):

@@ -55,6 +55,8 @@ def load_images(
             else, for MNIST, the offline subset. The source used is logged.
         shuffle: Shuffle, in an order that is a function of the seed and the
             epoch alone (see `set_epoch`), so that resumed runs are exact.
+            The pipeline itself reads the epoch, so the order holds through
+            any `.map()` or `.filter()` you add.
             Each window of 10,000 images is permuted (the whole dataset
             when it is smaller).
         seed: Shuffle seed.
@@ -99,40 +101,71 @@ def load_images(
             "smaller batch size."
         )
     ds = ds.cache()
-    epoch = None
     if shuffle:
-        ds, epoch = _shuffle_by_epoch(ds, min(n or 10_000, 10_000), seed)
+        ds = _shuffle_by_epoch(ds, min(n or 10_000, 10_000), seed)
     ds = ds.batch(batch_size, drop_remainder=True)
     if n is not None:
         ds = ds.apply(tf.data.experimental.assert_cardinality(n // batch_size))
     if not labels:
         ds = ds.map(lambda x, y: x)
     ds = ds.prefetch(tf.data.AUTOTUNE)
-    ds._keras_tpugan_epoch = epoch
     return (ds, info) if return_info else ds
 
 
-def set_epoch(dataset, epoch):
-    """Sets the epoch that keys the shuffle order of a `load_images` dataset.
+def set_epoch(epoch):
+    """Sets the epoch that keys the shuffle order of `load_images` datasets.
 
-    The order of epoch `e` is a function of `(seed, e)` alone, so a run
-    resumed at epoch `e` (for example by `keras.callbacks.BackupAndRestore`)
-    sees the same batches as one that was never interrupted. `GAN.fit` calls
-    this at the start of every epoch; call it yourself when you iterate the
-    dataset by hand (otherwise every pass has the order of epoch 0).
+    The shuffle order of epoch `e` is a function of `(seed, e)` alone, so a
+    run resumed at epoch `e` (for example by
+    `keras.callbacks.BackupAndRestore`) sees the same batches as one that
+    was never interrupted. The epoch is one value per process, read by every
+    shuffled `load_images` dataset (and every dataset derived from one with
+    `.map()` and the like) when a pass over it starts. `GAN.fit` sets it at
+    the start of every epoch; a loop that iterates the data by hand calls
+    it itself (otherwise every pass has the order of the last epoch set).
 
     Args:
-        dataset: A dataset returned by `load_images` (others are ignored).
         epoch: The epoch index (0-based).
 
-    Returns:
-        True if the dataset has an epoch-keyed order, else False.
+    Example:
+
+    >>> ds = load_images("mnist", source="offline", batch_size=64)
+    >>> set_epoch(1)
+    >>> current_epoch()
+    1
     """
-    variable = getattr(dataset, "_keras_tpugan_epoch", None)
-    if variable is None:
-        return False
-    variable.assign(int(epoch))
-    return True
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+        raise ValueError(
+            f"Expected an integer epoch. Received: epoch={epoch!r}. (The "
+            "dataset argument was dropped: the epoch now keys every "
+            "load_images dataset of the process.)"
+        )
+    _epoch_variable().assign(int(epoch))
+
+
+def current_epoch():
+    """The epoch that keys the shuffle order now (see `set_epoch`).
+
+    Returns:
+        An int.
+    """
+    return int(_epoch_variable().numpy())
+
+
+_EPOCH = []
+
+
+def _epoch_variable():
+    # One variable per process, created on first use (creating it at import
+    # would start TensorFlow before a caller can split the CPU into logical
+    # devices). The shuffle reads it inside the tf.data graph, so datasets
+    # derived from a `load_images` dataset keep following it.
+    if not _EPOCH:
+        with tf.init_scope():
+            _EPOCH.append(
+                tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
+            )
+    return _EPOCH[0]
 
 
 def _shuffle_by_epoch(ds, window, seed):
@@ -141,8 +174,7 @@ def _shuffle_by_epoch(ds, window, seed):
     # a stateless random key from (seed, epoch, index) and every window of
     # `window` elements is sorted by it: the order of epoch e is the same in
     # any process, so a resumed run sees the same batches.
-    with tf.init_scope():
-        epoch = tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
+    epoch = _epoch_variable()
 
     def add_key(index, element):
         epoch_seed = tf.constant(seed, "int64") * 1_000_003 + epoch.read_value()
@@ -154,8 +186,7 @@ def _shuffle_by_epoch(ds, window, seed):
         return tf.nest.map_structure(lambda t: tf.gather(t, order), element)
 
     ds = ds.enumerate().map(add_key, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(window).map(sort_window).unbatch()
-    return ds, epoch
+    return ds.batch(window).map(sort_window).unbatch()
 
 
 def offline_mnist(split="all"):

@@ -90,6 +90,55 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     )
 
 
+def split_host_devices(count):
+    """Makes `count` CPU devices for replicas on a machine without accelerators.
+
+    For JAX it adds `--xla_force_host_platform_device_count` to `XLA_FLAGS`
+    (read when JAX first uses its CPU platform); for TensorFlow, when it
+    sees no GPU, it splits the CPU into `count` logical devices (possible
+    only before TensorFlow starts using its devices). A split already
+    there is kept when it has enough devices.
+
+    Args:
+        count: Devices wanted.
+
+    Returns:
+        None.
+
+    Example:
+
+    ```python
+    import keras_tpugan as ktg
+
+    ktg.distribute.split_host_devices(4)  # first thing in the process
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
+    ```
+    """
+    if count <= 1:
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        flag = f"--xla_force_host_platform_device_count={count}"
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    if tf.config.list_physical_devices("GPU"):
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu) or []
+    if len(configured) >= count:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count
+        )
+    except RuntimeError as e:  # TensorFlow already started
+        if len(tf.config.list_logical_devices("CPU")) < count:
+            raise ValueError(
+                f"Expected to split the CPU into {count} devices before "
+                f"TensorFlow starts. Received: a TensorFlow already running "
+                f"({e}). Call split_host_devices first in the process."
+            ) from e
+
+
 def _jax_distribution(kind, num_replicas):
     import jax
 

@@ -9,13 +9,12 @@ from keras import ops
 
 from keras_tpugan import distribute, penalties, precision
 from keras_tpugan import losses as losses_module
-from keras_tpugan.trainers import Trainer
-
-STAT_NAMES = ("d_loss", "d_real", "d_fake", "penalty")
+from keras_tpugan.trainers import BackendGANStep
+from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
-class GAN(Trainer, keras.Model):
+class GAN(BackendGANStep, keras.Model):
     """A generative adversarial network trained with `fit`.
 
     `train_step` draws the latents, trains the discriminator
@@ -40,9 +39,11 @@ class GAN(Trainer, keras.Model):
     strategy) and on its JAX backend (under a
     `keras.distribution.DataParallel`, where the whole step is compiled
     with `jax.jit` and sees the global batch sharded over the devices); the
-    loss math is shared, and `keras_tpugan.trainers` holds each backend's
-    step. Build and compile it inside the scope of
-    `keras_tpugan.distribute.get_strategy()`, which returns the right one.
+    objectives are shared: `keras_tpugan.trainers.base.GANStep` holds them
+    with the contract between the GAN and its step, and
+    `keras_tpugan.trainers` one step per backend. Build and compile it
+    inside the scope of `keras_tpugan.distribute.get_strategy()`, which
+    returns the right one.
 
     Args:
         generator: A `keras.Model` from latents (and labels, when
@@ -148,8 +149,8 @@ class GAN(Trainer, keras.Model):
             trainable=False,
             aggregation="only_first_replica",
         )
-        names = STAT_NAMES if gradient_penalty else STAT_NAMES[:-1]
-        self.trackers = [keras.metrics.Mean(name=n) for n in names + ("g_loss",)]
+        d_logged = D_LOGGED if gradient_penalty else D_LOGGED[:-1]
+        self.trackers = [keras.metrics.Mean(name=n) for n in d_logged + G_LOGGED]
         self.built = True
 
     # ------------------------------------------------------------------ API
@@ -214,7 +215,7 @@ class GAN(Trainer, keras.Model):
         with self.strategy_scope():
             self.generator_optimizer.build(self.generator.trainable_variables)
             self.discriminator_optimizer.build(self.discriminator.trainable_variables)
-        self._compile_trainer(jit_compile, steps_per_execution, **kwargs)
+        self.compile_step(jit_compile, steps_per_execution, **kwargs)
         self._gan_compile_config = {
             "loss": keras.saving.serialize_keras_object(self.adversarial_loss),
             "jit_compile": jit_compile,
@@ -244,10 +245,8 @@ class GAN(Trainer, keras.Model):
         self._check_fit_input(x, batch_size)
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
-            if getattr(x, "_keras_tpugan_epoch", None) is not None:
-                kwargs["callbacks"] = _with_callback(
-                    kwargs.get("callbacks"), _DataEpoch(x)
-                )
+        epochs_begun = _DataEpoch()
+        kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), epochs_begun)
         # On JAX, Keras shards the data over the distribution in force: use
         # the GAN's own when `fit` is called outside its scope.
         scope = contextlib.nullcontext()
@@ -264,8 +263,7 @@ class GAN(Trainer, keras.Model):
             if "'logs'" not in str(e):
                 raise
             raise _empty_dataset_error() from e
-        first_epoch = self._initial_epoch or kwargs.get("initial_epoch", 0)
-        if first_epoch < epochs and not self._images_seen_this_epoch():
+        if epochs_begun.count and not self._images_seen_this_epoch():
             raise _empty_dataset_error()
         return history
 
@@ -313,107 +311,11 @@ class GAN(Trainer, keras.Model):
             )
         return np.concatenate(out, axis=0)
 
-    # ------------------------- loss math shared by both backends' steps
-
-    def _discriminator_objective(
-        self,
-        d_vars,
-        d_state,
-        g_vars,
-        g_state,
-        images,
-        labels,
-        latents,
-        alpha,
-        global_batch,
-        loss_scale,
-    ):
-        """The discriminator's (scaled) loss on this replica's examples.
-
-        Written with `keras.ops` and `stateless_call`: each trainer takes
-        its gradient with its own backend's autodiff.
-
-        Returns:
-            `(scaled_loss, (d_state, g_state, stats))`, `stats` holding this
-            replica's share of the global means of the loss, the real and
-            fake logits and the penalty.
-        """
-        fake, g_state = self.generator.stateless_call(
-            g_vars, g_state, self._generator_inputs(latents, labels), training=True
-        )
-        fake = ops.stop_gradient(fake)
-        real_logits, d_state = self._critic(d_vars, d_state, images, labels)
-        fake_logits, d_state = self._critic(d_vars, d_state, fake, labels)
-        per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
-        sums = [per_example, _flat(real_logits), _flat(fake_logits)]
-        total = per_example
-        if self.gradient_penalty:
-            penalty = self._penalty(d_vars, d_state, images, fake, labels, alpha)
-            total = total + self.penalty_weight * penalty
-            sums.append(penalty)
-        loss = ops.sum(total) / global_batch
-        stats = ops.stack([ops.sum(s) for s in sums]) / global_batch
-        return loss * loss_scale, (d_state, g_state, stats)
-
-    def _generator_objective(
-        self,
-        g_vars,
-        g_state,
-        d_vars,
-        d_state,
-        latents,
-        labels,
-        global_batch,
-        loss_scale,
-    ):
-        """The generator's (scaled) loss on this replica's examples.
-
-        Returns:
-            `(scaled_loss, (g_state, loss))`.
-        """
-        fake, g_state = self.generator.stateless_call(
-            g_vars, g_state, self._generator_inputs(latents, labels), training=True
-        )
-        fake_logits, _ = self._critic(d_vars, d_state, fake, labels)
-        per_example = self.adversarial_loss.generator_loss(fake_logits)
-        loss = ops.sum(per_example) / global_batch
-        return loss * loss_scale, (g_state, loss)
-
-    def _critic(self, d_vars, d_state, images, labels):
-        inputs = images if labels is None else [images, labels]
-        logits, d_state = self.discriminator.stateless_call(
-            d_vars, d_state, inputs, training=True
-        )
-        return ops.cast(logits, "float32"), d_state
-
-    def _penalty(self, d_vars, d_state, real, fake, labels, alpha):
-        def critic(images):
-            return self._critic(d_vars, d_state, images, labels)[0]
-
-        if self.gradient_penalty == "wgan-gp":
-            return penalties.wgan_gp(critic, real, fake, alpha)
-        return penalties.r1(critic, real)
-
-    def _generator_inputs(self, latents, labels):
-        return latents if labels is None else [latents, labels]
-
-    def _ema_rate(self, step):
-        # Warm-up as in tf.train.ExponentialMovingAverage's num_updates:
-        # early averages must not hold on to the random initial weights.
-        return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
-
     # ------------------------------------------------------------- helpers
 
     def strategy_scope(self):
         """The scope of the strategy (or distribution) the GAN was built in."""
         return distribute.scope(self.strategy)
-
-    def _unpack(self, data):
-        images, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
-        _check_batch(images, labels, self.generator.output_shape, self.num_classes)
-        if labels is not None:
-            labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-        return ops.cast(images, "float32"), labels
 
     def _latents_for(self, num_images_or_latents, seed):
         if isinstance(num_images_or_latents, (int, np.integer)):
@@ -474,7 +376,6 @@ class GAN(Trainer, keras.Model):
                 )
         else:
             global_batch = batch_size or 32
-        self.last_global_batch_size = global_batch
         if global_batch is not None:
             distribute.check_global_batch(global_batch, self.strategy)
 
@@ -592,20 +493,21 @@ def _with_callback(callbacks, first):
 
 
 class _DataEpoch(keras.callbacks.Callback):
-    """Keys a `load_images` dataset's shuffle order on the epoch."""
+    """Keys the shuffle order of `load_images` data on the epoch; counts epochs.
 
-    def __init__(self, dataset):
+    `data.set_epoch` is public: a loop that iterates the data by hand calls
+    it itself.
+    """
+
+    def __init__(self):
         super().__init__()
-        self.dataset = dataset
+        self.count = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         from keras_tpugan import data
 
-        data.set_epoch(self.dataset, epoch)
-
-
-def _flat(logits):
-    return ops.reshape(ops.cast(logits, "float32"), (-1,))
+        data.set_epoch(epoch)
+        self.count += 1
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):
@@ -632,33 +534,4 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
         raise ValueError(
             f"Expected latent_dim to match the generator's input size "
             f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
-        )
-
-
-def _check_batch(images, labels, image_shape, num_classes):
-    if "int" in keras.backend.standardize_dtype(images.dtype):
-        raise ValueError(
-            "Expected float images in [-1, 1]. Received: images of dtype "
-            f"{images.dtype.name} (0-255 pixels?). Use "
-            "`keras_tpugan.data.load_images`, which scales them, or map "
-            "`images / 127.5 - 1` yourself."
-        )
-    if tuple(images.shape[1:]) != tuple(image_shape[1:]):
-        raise ValueError(
-            f"Expected images of shape {tuple(image_shape[1:])} (the "
-            "generator's output). Received: images of shape "
-            f"{tuple(images.shape[1:])}. Resize the data or build the models "
-            "for this image shape."
-        )
-    if labels is not None and num_classes is None:
-        raise ValueError(
-            "Received (images, labels) batches but the GAN has "
-            "num_classes=None. Set num_classes for a conditional GAN, or "
-            "drop the labels from the dataset."
-        )
-    if labels is None and num_classes is not None:
-        raise ValueError(
-            f"Expected (images, labels) batches for num_classes={num_classes}. "
-            "Received: images only. Load the data with labels "
-            "(load_images(..., labels=True))."
         )

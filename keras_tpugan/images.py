@@ -19,6 +19,36 @@ def to_uint8(images):
     return np.clip(np.rint((images + 1.0) * 127.5), 0, 255).astype("uint8")
 
 
+def grid_layout(num_images, num_classes=None):
+    """The grid of a sample sheet: `(rows, cols, labels)`.
+
+    Unconditional: a near-square grid of `num_images` cells, labels None.
+    Conditional: one row per class, `ceil(num_images / num_classes)`
+    columns, and the labels that fill it row by row.
+
+    Args:
+        num_images: Images wanted.
+        num_classes: Classes of a conditional model, else None.
+
+    Returns:
+        `(rows, cols, labels)`; `labels` is an int32 array of
+        `rows * cols` labels, or None.
+
+    Example:
+
+    >>> grid_layout(10)[:2]
+    (3, 4)
+    >>> grid_layout(10, num_classes=2)[:2]
+    (2, 5)
+    """
+    if num_classes:
+        cols = math.ceil(num_images / num_classes)
+        labels = np.repeat(np.arange(num_classes), cols).astype("int32")
+        return num_classes, cols, labels
+    cols = math.ceil(math.sqrt(num_images))
+    return math.ceil(num_images / cols), cols, None
+
+
 def tile(images, rows=None, cols=None, pad=2, scale=1):
     """Tiles images into one grid image, padded by black lines.
 
@@ -91,34 +121,4 @@ def save_gif(frames, path, duration_ms=400):
     images[0].save(
         path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0
     )
-    return path
-
-
-def save_quality_plot(curves, path, title="Quality vs wall time"):
-    """Plots FCD against training seconds, one line per labelled run.
-
-    Args:
-        curves: A dict from label to `(seconds, fcd)` sequences.
-        path: Output PNG path.
-        title: Plot title.
-
-    Returns:
-        The path.
-    """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 4), layout="constrained")
-    ax = fig.subplots()
-    for label, (seconds, fcd) in curves.items():
-        ax.plot(seconds, fcd, marker="o", label=label)
-    ax.set(
-        xlabel="training seconds",
-        ylabel="FCD (lower is better)",
-        title=title,
-        yscale="log",
-    )
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend()
-    fig.savefig(path, dpi=90)
     return path

@@ -9,7 +9,8 @@ import keras
 from keras import ops
 
 
-def _flat(logits):
+def flat_logits(logits):
+    """Logits of shape `(batch, 1)` (or `(batch,)`) as float32 `(batch,)`."""
     logits = ops.cast(logits, "float32")
     return ops.reshape(logits, (ops.shape(logits)[0], -1))[:, 0]
 
@@ -90,13 +91,13 @@ class NonSaturatingLoss(AdversarialLoss):
         self.label_smoothing = float(label_smoothing)
 
     def discriminator_loss(self, real_logits, fake_logits):
-        real, fake = _flat(real_logits), _flat(fake_logits)
+        real, fake = flat_logits(real_logits), flat_logits(fake_logits)
         s = self.label_smoothing
         real_term = (1.0 - s) * ops.softplus(-real) + s * ops.softplus(real)
         return real_term + ops.softplus(fake)
 
     def generator_loss(self, fake_logits):
-        return ops.softplus(-_flat(fake_logits))
+        return ops.softplus(-flat_logits(fake_logits))
 
     def get_config(self):
         return {**super().get_config(), "label_smoothing": self.label_smoothing}
@@ -115,10 +116,12 @@ class HingeLoss(AdversarialLoss):
     short_name = "hinge"
 
     def discriminator_loss(self, real_logits, fake_logits):
-        return ops.relu(1.0 - _flat(real_logits)) + ops.relu(1.0 + _flat(fake_logits))
+        return ops.relu(1.0 - flat_logits(real_logits)) + ops.relu(
+            1.0 + flat_logits(fake_logits)
+        )
 
     def generator_loss(self, fake_logits):
-        return -_flat(fake_logits)
+        return -flat_logits(fake_logits)
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -135,10 +138,10 @@ class WassersteinLoss(AdversarialLoss):
     short_name = "wasserstein"
 
     def discriminator_loss(self, real_logits, fake_logits):
-        return _flat(fake_logits) - _flat(real_logits)
+        return flat_logits(fake_logits) - flat_logits(real_logits)
 
     def generator_loss(self, fake_logits):
-        return -_flat(fake_logits)
+        return -flat_logits(fake_logits)
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -155,11 +158,12 @@ class LeastSquaresLoss(AdversarialLoss):
 
     def discriminator_loss(self, real_logits, fake_logits):
         return 0.5 * (
-            ops.square(_flat(real_logits) - 1.0) + ops.square(_flat(fake_logits))
+            ops.square(flat_logits(real_logits) - 1.0)
+            + ops.square(flat_logits(fake_logits))
         )
 
     def generator_loss(self, fake_logits):
-        return 0.5 * ops.square(_flat(fake_logits) - 1.0)
+        return 0.5 * ops.square(flat_logits(fake_logits) - 1.0)
 
 
 LOSSES = {

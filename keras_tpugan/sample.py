@@ -1,10 +1,8 @@
 """Sampling a saved generator (or GAN) into an image grid."""
 
-import math
 import os
 
 import keras
-import numpy as np
 
 from keras_tpugan import images as images_lib
 from keras_tpugan.gan import GAN, class_labels, seeded_latents
@@ -92,12 +90,12 @@ def sample_grid(model, out, num=64, labels=None, seed=0, scale=2):
     """
     if isinstance(model, (str, os.PathLike)):
         model = load_generator(model)
-    cols = math.ceil(math.sqrt(num))
     num_classes = num_classes_of(model)
-    if num_classes and labels is None:  # one row per class
-        cols = math.ceil(num / num_classes)
-        labels = np.repeat(np.arange(num_classes), cols)
-        num = len(labels)
+    rows, cols, layout_labels = images_lib.grid_layout(
+        num, None if labels is not None else num_classes
+    )
+    if layout_labels is not None:  # one row per class
+        labels, num = layout_labels, len(layout_labels)
     images, _ = generate(model, num, labels, seed)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    return images_lib.save_grid(images, out, cols=cols, scale=scale)
+    return images_lib.save_grid(images, out, rows=rows, cols=cols, scale=scale)

@@ -6,65 +6,10 @@ import time
 
 import keras
 
-from keras_tpugan import callbacks, data, distribute, large_batch, models, precision
-from keras_tpugan.config import TrainConfig
-from keras_tpugan.gan import GAN
+from keras_tpugan import callbacks, distribute
+from keras_tpugan.prepared_run import build_gan, prepare
 
-
-def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
-    """Builds and compiles the GAN a config describes (call inside a scope).
-
-    Args:
-        config: A `TrainConfig`.
-        image_shape: `(height, width, channels)` of the data.
-        num_classes: Number of classes for a conditional GAN.
-        steps_per_epoch: Steps per epoch, to turn `warmup_epochs` into
-            steps (required when `warmup_epochs > 0`).
-
-    Returns:
-        A compiled `keras_tpugan.GAN`.
-    """
-    num_classes = num_classes if config.conditional else None
-    gan = GAN(
-        generator=models.dcgan_generator(
-            latent_dim=config.latent_dim,
-            image_shape=image_shape,
-            width=config.width,
-            num_classes=num_classes,
-            norm=config.norm,
-        ),
-        discriminator=models.dcgan_discriminator(
-            image_shape=image_shape,
-            width=config.width,
-            num_classes=num_classes,
-        ),
-        latent_dim=config.latent_dim,
-        num_classes=num_classes,
-        discriminator_steps=config.discriminator_steps,
-        gradient_penalty=config.gradient_penalty,
-        penalty_weight=config.penalty_weight,
-        seed=config.seed,
-        ema_decay=config.ema_decay,
-    )
-    if config.warmup_epochs and not steps_per_epoch:
-        raise ValueError(
-            "Expected steps_per_epoch with warmup_epochs > 0. Received: "
-            f"steps_per_epoch={steps_per_epoch}."
-        )
-    warmup_steps = config.warmup_epochs * (steps_per_epoch or 0)
-
-    def optimizer():
-        return large_batch.make_optimizer(
-            config.optimizer, config.scaled_learning_rate, config.beta_1, warmup_steps
-        )
-
-    gan.compile(
-        generator_optimizer=optimizer(),
-        discriminator_optimizer=optimizer(),
-        loss=config.loss,
-        jit_compile=config.jit_compile,
-    )
-    return gan
+__all__ = ["build_gan", "prepare", "train"]
 
 
 def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
@@ -98,31 +43,13 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     summary = train(TrainConfig.preset("demo"), "runs/demo")
     ```
     """
-    if not isinstance(config, TrainConfig):
-        raise ValueError(f"Expected a TrainConfig. Received: {type(config).__name__}.")
     started = time.perf_counter()
+    run = prepare(config, strategy)
+    info, strategy = run.info, run.strategy
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump(config.to_dict(), f, indent=2)
-    keras.utils.set_random_seed(config.seed)
-    precision.configure(config.precision)
-    strategy = strategy or distribute.get_strategy(config.strategy)
-    distribute.check_global_batch(config.batch_size, strategy)
-    ds, info = data.load_images(
-        config.dataset,
-        batch_size=config.batch_size,
-        labels=config.conditional,
-        source=config.source,
-        seed=config.seed,
-        return_info=True,
-    )
-    with strategy.scope():
-        gan = build_gan(
-            config,
-            info["image_shape"],
-            info["num_classes"],
-            steps_per_epoch=(info["num_examples"] or 0) // config.batch_size or None,
-        )
+    gan = run.build_gan()
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
@@ -136,7 +63,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         ]
     fit_started = time.perf_counter()
     history = gan.fit(
-        ds,
+        run.dataset,
         epochs=config.epochs,
         verbose=verbose,
         callbacks=[
@@ -163,12 +90,14 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "num_examples": info["num_examples"],
         "strategy": type(strategy).__name__,
         "backend": keras.backend.backend(),
-        "replicas": distribute.num_replicas(strategy),
+        "replicas": run.replicas,
         "precision": config.precision,
         "xla": gan.xla,
         "batch_size": config.batch_size,
         "learning_rate": config.scaled_learning_rate,
         "epochs": config.epochs,
+        "steps_per_epoch": run.steps_per_epoch,
+        "seed": config.seed,
         "images_per_sec": speed.mean_images_per_sec,
         "first_epoch_seconds": speed.first_epoch_seconds,
         "mean_epoch_seconds": speed.mean_epoch_seconds,

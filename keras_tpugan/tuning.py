@@ -1,18 +1,16 @@
 """Searching the batch size (and learning rate) with keras-tuner."""
 
-import csv
 import dataclasses
-import json
+import itertools
 import math
 import os
-import time
 
+import keras
 import keras_tuner as kt
-import numpy as np
 
-from keras_tpugan import callbacks, data, distribute, images, large_batch
+from keras_tpugan import callbacks, distribute, reports
 from keras_tpugan.config import TrainConfig
-from keras_tpugan.train import build_gan
+from keras_tpugan.prepared_run import prepare
 
 OBJECTIVES = {
     "fcd": "min",
@@ -25,13 +23,17 @@ TUNERS = ("grid", "random", "bayesian", "hyperband")
 class GANHyperModel(kt.HyperModel):
     """A keras-tuner `HyperModel` over the global batch size of a GAN.
 
-    `build(hp)` builds and compiles a GAN (inside the strategy's scope) for
-    `hp.Choice("batch_size", ...)` and `hp.Choice("learning_rate", ...)`,
-    the rate scaled with the batch by `lr_scaling`. `fit(hp, model)`
-    re-batches the data pipeline to the chosen batch size (`fit`'s own
-    `batch_size` is ignored for datasets) and trains for a budget counted in
-    IMAGES SEEN, so batch sizes are compared fairly, scoring the generator
-    `evaluations` times on the way. It returns the objective:
+    Every trial starts from `config` and is set up by
+    `keras_tpugan.prepared_run.prepare`, as `train` sets up a run: seeded
+    with `config.seed`, in `config.precision`, on the config's data. `build(hp)`
+    builds and compiles the GAN for `hp.Choice("batch_size", ...)` and
+    `hp.Choice("learning_rate", ...)`, the rate scaled with the batch by
+    `lr_scaling`. `fit(hp, model)` trains for a budget counted in IMAGES
+    SEEN (rounded down to whole evaluation chunks), so batch sizes are
+    compared fairly, with the same callbacks `train` uses: `Throughput`
+    times it, `QualityMetrics` scores the generator after each of the
+    `evaluations` chunks and `DivergenceGuard` stops a diverging trial. It
+    returns the objective:
 
     - `"fcd"`: the Frechet classifier distance at the end of the budget;
     - `"time_to_fcd"`: training seconds until the FCD reaches `target_fcd`
@@ -40,14 +42,16 @@ class GANHyperModel(kt.HyperModel):
 
     A trial that runs out of memory or diverges raises
     `keras_tuner.errors.FailedTrialError`, so the search goes on. Every
-    trial's figures are kept in `records`.
+    trial's figures, with the precision and seed it ran in, are kept in
+    `records`.
 
     Args:
-        data: A dataset name or anything `keras_tpugan.data.load_images`
-            takes (unbatched images or `(images, labels)` arrays, a folder).
+        config: The `TrainConfig` every trial starts from (default: the
+            `"demo"` preset). Its data, precision, seed and model are used.
         batch_sizes: Global batch sizes to choose from (multiples of the
             replica count).
-        learning_rates: Base learning rates to choose from.
+        learning_rates: Base learning rates to choose from (default: the
+            config's).
         lr_scaling: `"none"`, `"linear"` or `"sqrt"` scaling of the rate from
             `base_batch_size` to the trial's batch size.
         base_batch_size: Batch size the base rates are meant for (default:
@@ -57,18 +61,15 @@ class GANHyperModel(kt.HyperModel):
         evaluations: Times the FCD is measured during a trial.
         target_fcd: The FCD that `"time_to_fcd"` waits for.
         time_cap: Seconds after which a `"time_to_fcd"` trial stops.
-        config: The `TrainConfig` for everything else (default: the
-            `"demo"` preset).
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's).
-        source: Data source for a dataset name (see `load_images`).
         quality_images: Generated images per FCD measurement.
         classifier_dir: Cache folder of the metric classifier.
 
     Example:
 
     ```python
-    hypermodel = GANHyperModel("mnist", batch_sizes=[64, 256])
+    hypermodel = GANHyperModel(TrainConfig.preset("demo"), batch_sizes=[64, 256])
     tuner = keras_tuner.GridSearch(
         hypermodel, objective=keras_tuner.Objective("fcd", "min")
     )
@@ -78,9 +79,9 @@ class GANHyperModel(kt.HyperModel):
 
     def __init__(
         self,
-        data="mnist",
+        config=None,
         batch_sizes=(32, 64, 128, 256),
-        learning_rates=(2e-4,),
+        learning_rates=None,
         lr_scaling="linear",
         base_batch_size=None,
         objective="fcd",
@@ -88,13 +89,18 @@ class GANHyperModel(kt.HyperModel):
         evaluations=4,
         target_fcd=50.0,
         time_cap=600.0,
-        config=None,
         strategy=None,
-        source="auto",
         quality_images=500,
         classifier_dir=None,
     ):
         super().__init__(name="gan")
+        self.config = config or TrainConfig.preset("demo")
+        if not isinstance(self.config, TrainConfig):
+            raise ValueError(
+                "Expected `config` to be a keras_tpugan.config.TrainConfig. "
+                f"Received: {type(self.config).__name__}. Build one with "
+                "TrainConfig.preset(name)."
+            )
         if objective not in OBJECTIVES:
             raise ValueError(
                 f"Expected objective in {tuple(OBJECTIVES)}. Received: {objective!r}."
@@ -104,58 +110,57 @@ class GANHyperModel(kt.HyperModel):
                 "Expected image_budget >= 1 and evaluations >= 1. Received: "
                 f"image_budget={image_budget}, evaluations={evaluations}."
             )
-        self.config = config or TrainConfig.preset("demo")
-        self.strategy = strategy or distribute.get_strategy(self.config.strategy)
-        for batch in batch_sizes:
-            distribute.check_global_batch(batch, self.strategy)
-        large_batch.scaled_learning_rate(1.0, 1, 1, lr_scaling)  # validates
-        self.data = data
+        if not batch_sizes:
+            raise ValueError(
+                "Expected at least one batch size. Received: batch_sizes=()."
+            )
         self.batch_sizes = sorted(int(b) for b in batch_sizes)
-        self.learning_rates = [float(r) for r in learning_rates]
-        self.lr_scaling = lr_scaling
+        self.learning_rates = [
+            float(r) for r in (learning_rates or [self.config.learning_rate])
+        ]
         self.base_batch_size = base_batch_size or self.batch_sizes[0]
+        # Every setting a trial uses is checked here, once, by TrainConfig
+        # (and the batch against the replicas), before any trial runs.
+        for batch, rate in itertools.product(self.batch_sizes, self.learning_rates):
+            self._trial_config(batch, rate, lr_scaling)
+        self.lr_scaling = lr_scaling
+        self.strategy = strategy or distribute.get_strategy(self.config.strategy)
+        for batch in self.batch_sizes:
+            distribute.check_global_batch(batch, self.strategy)
         self.objective = objective
         self.image_budget = int(image_budget)
         self.evaluations = int(evaluations)
         self.target_fcd = float(target_fcd)
         self.time_cap = float(time_cap)
-        self.source = source
         self.quality_images = quality_images
         self.classifier_dir = classifier_dir
         self.records = []
-        # One pipeline per batch size, built once (the info comes with it).
-        self._datasets = {}
-        self.info = self._dataset(self.batch_sizes[0])[1]
+        self._run = None
 
-    def _dataset(self, batch):
-        if batch not in self._datasets:
-            self._datasets[batch] = data_and_info(
-                self.data, batch, self.config, self.source
-            )
-        return self._datasets[batch]
+    def _trial_config(self, batch, rate, lr_scaling=None):
+        return dataclasses.replace(
+            self.config,
+            batch_size=batch,
+            learning_rate=rate,
+            lr_scaling=lr_scaling or self.lr_scaling,
+            base_batch_size=self.base_batch_size,
+        )
 
     def build(self, hp):
         batch = hp.Choice("batch_size", self.batch_sizes)
         base_lr = hp.Choice("learning_rate", self.learning_rates)
-        config = dataclasses.replace(
-            self.config,
-            batch_size=batch,
-            learning_rate=base_lr,
-            lr_scaling=self.lr_scaling,
-            base_batch_size=self.base_batch_size,
-        )
-        steps = (self.info["num_examples"] or 0) // batch or None
-        with self.strategy.scope():
-            return build_gan(
-                config, self.info["image_shape"], self.info["num_classes"], steps
-            )
+        self._run = prepare(self._trial_config(batch, base_lr), self.strategy)
+        return self._run.build_gan()
 
     def fit(self, hp, model, *args, **kwargs):
+        run = self._run
         batch = hp.get("batch_size")
         record = {
             "trial": len(self.records),
             "batch_size": batch,
-            "learning_rate": float(model.generator_optimizer.learning_rate.numpy()),
+            "learning_rate": run.config.scaled_learning_rate,
+            "precision": run.config.precision,
+            "seed": run.config.seed,
             "status": "ok",
         }
         self.records.append(record)
@@ -164,7 +169,7 @@ class GANHyperModel(kt.HyperModel):
         if "epochs" in kwargs:
             share = kwargs["epochs"] / max(1, kwargs.get("max_epochs", 1))
         try:
-            value = self._train(model, batch, share, record)
+            value = self._train(model, run, share, record)
         except kt.errors.FailedTrialError as e:
             record["status"] = f"failed: {e}"
             raise
@@ -176,72 +181,77 @@ class GANHyperModel(kt.HyperModel):
         record["objective"] = value
         return {self.objective: value}
 
-    def _train(self, model, batch, share, record):
-        ds, _ = self._dataset(batch)
+    def _train(self, model, run, share, record):
+        batch = run.config.batch_size
         total_steps = max(1, math.ceil(self.image_budget * min(1.0, share) / batch))
         chunk = max(1, total_steps // self.evaluations)
+        speed = callbacks.Throughput(global_batch_size=batch)
         quality = callbacks.QualityMetrics(
             num_images=self.quality_images,
             classifier_dir=self.classifier_dir,
-            seed=self.config.seed,
+            seed=run.config.seed,
         )
-        quality.set_model(model)
-        quality.on_train_begin()
-        curve, seconds, done, rates = [], 0.0, 0, []
-        reached = None
-        while done < total_steps:
-            steps = min(chunk, total_steps - done)
-            start = time.perf_counter()
-            history = model.fit(ds.repeat(), epochs=1, steps_per_epoch=steps, verbose=0)
-            elapsed = time.perf_counter() - start
-            seconds += elapsed
-            done += steps
-            if done > steps:  # the first chunk compiles
-                rates.append(steps * batch / elapsed)
-            losses = [v[-1] for v in history.history.values()]
-            if not np.isfinite(losses).all():
-                raise kt.errors.FailedTrialError(
-                    f"diverged (non-finite loss) at batch {batch}"
-                )
-            fcd = quality.score()["fcd"]
-            curve.append((seconds, done * batch, fcd))
-            if reached is None and fcd <= self.target_fcd:
-                reached = seconds
-            if self.objective == "time_to_fcd" and (
-                reached is not None or seconds > self.time_cap
-            ):
-                break
+        guard = callbacks.DivergenceGuard()
+        target = _TimeToTarget(speed, self.target_fcd)
+        if self.objective == "time_to_fcd":
+            target.time_cap = self.time_cap
+        # Each "epoch" of this fit is one evaluation chunk; the callbacks
+        # run in list order, so the time and the score are in the logs
+        # before `target` reads them.
+        history = model.fit(
+            run.dataset.repeat(),
+            epochs=max(1, total_steps // chunk),
+            steps_per_epoch=chunk,
+            verbose=0,
+            callbacks=[speed, quality, guard, target],
+        )
+        if guard.stopped_reason is not None:
+            raise kt.errors.FailedTrialError(
+                f"diverged at batch {batch}: {guard.stopped_reason}"
+            )
+        seconds = speed.total_seconds
+        images_seen = len(history.epoch) * chunk * batch
         record.update(
             train_seconds=seconds,
-            images_seen=done * batch,
-            images_per_sec=float(np.mean(rates)) if rates else done * batch / seconds,
-            fcd=curve[-1][2],
-            time_to_target=reached,
-            curve=curve,
+            images_seen=images_seen,
+            images_per_sec=speed.mean_images_per_sec or images_seen / seconds,
+            fcd=history.history["fcd"][-1],
+            time_to_target=target.reached,
+            curve=target.curve,
         )
         if self.objective == "fcd":
             return record["fcd"]
         if self.objective == "images_per_sec":
             return record["images_per_sec"]
-        return reached if reached is not None else self.time_cap
+        return target.reached if target.reached is not None else self.time_cap
 
 
-def data_and_info(source_data, batch_size, config, source):
-    """Loads `source_data` batched to `batch_size`, with its info dict."""
-    return data.load_images(
-        source_data,
-        batch_size=batch_size,
-        labels=config.conditional,
-        source=source,
-        seed=config.seed,
-        return_info=True,
-    )
+class _TimeToTarget(keras.callbacks.Callback):
+    """Records (seconds, images seen, FCD) per epoch; can stop at a target."""
+
+    def __init__(self, speed, target_fcd):
+        super().__init__()
+        self.speed, self.target_fcd = speed, target_fcd
+        self.time_cap = None  # set: stop at the target or past the cap
+        self.curve, self.reached, self._images = [], None, 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = self.speed.total_seconds
+        self._images += self.params["steps"] * self.speed.global_batch_size
+        fcd = logs["fcd"]
+        self.curve.append((seconds, self._images, fcd))
+        if self.reached is None and fcd <= self.target_fcd:
+            self.reached = seconds
+        if self.time_cap is not None and (
+            self.reached is not None or seconds > self.time_cap
+        ):
+            self.model.stop_training = True
 
 
 def search_batch_size(
-    data="mnist",
+    config=None,
     batch_sizes=(32, 64, 128, 256),
-    learning_rates=(2e-4,),
+    learning_rates=None,
     tuner="grid",
     objective="fcd",
     max_trials=None,
@@ -254,12 +264,14 @@ def search_batch_size(
 
     Writes `results.csv`, `results.md`, `results.json` and
     `quality_vs_time.png` (FCD against training seconds, one line per
-    trial) under `directory`, beside keras-tuner's own trial records.
+    trial) under `directory`, beside keras-tuner's own trial records. The
+    rows record the precision and seed each trial ran in.
 
     Args:
-        data: A dataset name or anything `load_images` takes.
+        config: The `TrainConfig` every trial starts from (default: the
+            `"demo"` preset).
         batch_sizes: Global batch sizes to try.
-        learning_rates: Base learning rates to try.
+        learning_rates: Base learning rates to try (default: the config's).
         tuner: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.
         objective: `"fcd"`, `"time_to_fcd"` or `"images_per_sec"`.
         max_trials: Trials for the random and Bayesian tuners (default:
@@ -270,7 +282,7 @@ def search_batch_size(
         hypermodel: A ready `GANHyperModel` (then the arguments above that
             build one are not used).
         **hypermodel_kwargs: More `GANHyperModel` arguments (image_budget,
-            lr_scaling, config, ...).
+            lr_scaling, evaluations, ...).
 
     Returns:
         `(best_hyperparameters, rows)`: a dict such as
@@ -279,13 +291,14 @@ def search_batch_size(
     Example:
 
     ```python
-    best, rows = search_batch_size("mnist", batch_sizes=[64, 128, 256])
+    config = TrainConfig.preset("demo")
+    best, rows = search_batch_size(config, batch_sizes=[64, 128, 256])
     ```
     """
     if tuner not in TUNERS:
         raise ValueError(f"Expected tuner in {TUNERS}. Received: tuner={tuner!r}.")
     hypermodel = hypermodel or GANHyperModel(
-        data,
+        config,
         batch_sizes=batch_sizes,
         learning_rates=learning_rates,
         objective=objective,
@@ -321,60 +334,59 @@ def search_batch_size(
     return best, rows
 
 
+ROW_KEYS = (
+    "trial",
+    "batch_size",
+    "learning_rate",
+    "precision",
+    "seed",
+    "status",
+    "objective",
+    "train_seconds",
+    "images_seen",
+    "images_per_sec",
+    "fcd",
+    "time_to_target",
+)
+
+
 def _rows(records):
-    keys = (
-        "trial",
-        "batch_size",
-        "learning_rate",
-        "status",
-        "objective",
-        "train_seconds",
-        "images_seen",
-        "images_per_sec",
-        "fcd",
-        "time_to_target",
-    )
     return [
-        {k: r.get(k) for k in keys} | {"curve": r.get("curve", [])} for r in records
+        {k: r.get(k) for k in ROW_KEYS} | {"curve": r.get("curve", [])} for r in records
     ]
 
 
 def _write_results(rows, best, objective, directory):
-    os.makedirs(directory, exist_ok=True)
-    keys = [k for k in rows[0] if k != "curve"] if rows else []
-    with open(os.path.join(directory, "results.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    with open(os.path.join(directory, "results.json"), "w") as f:
-        json.dump({"best": best, "objective": objective, "trials": rows}, f, indent=2)
-    lines = [
-        "| trial | batch | lr | status | "
-        + objective
-        + " | train s | images/s | FCD |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|",
+    columns = [
+        ("trial", "trial", "d"),
+        ("batch_size", "batch", "d"),
+        ("learning_rate", "lr", ".2e"),
+        ("precision", "precision", "s"),
+        ("seed", "seed", "d"),
+        ("status", "status", "s"),
+        ("objective", objective, ".3f"),
+        ("train_seconds", "train s", ".1f"),
+        ("images_seen", "images seen", "d"),
+        ("images_per_sec", "images/s", ".0f"),
+        ("fcd", "FCD", ".2f"),
+        ("time_to_target", "time to target s", ".1f"),
     ]
-    for r in rows:
-
-        def fmt(value, spec):
-            return "-" if value is None else format(value, spec)
-
-        lines.append(
-            f"| {r['trial']} | {r['batch_size']} | {r['learning_rate']:.2e} "
-            f"| {r['status']} | {fmt(r['objective'], '.3f')} "
-            f"| {fmt(r['train_seconds'], '.1f')} | {fmt(r['images_per_sec'], '.0f')} "
-            f"| {fmt(r['fcd'], '.2f')} |"
+    reports.write_results(
+        directory,
+        rows,
+        columns,
+        payload={"best": best, "objective": objective, "trials": rows},
+        footer=[f"Best ({objective}): {best}"],
+    )
+    curves = {
+        f"trial {r['trial']}: batch {r['batch_size']}": (
+            [c[0] for c in r["curve"]],
+            [c[2] for c in r["curve"]],
         )
-    lines.append("")
-    lines.append(f"Best ({objective}): {best}")
-    with open(os.path.join(directory, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    curves = {}
-    for r in rows:
-        if r["curve"]:
-            seconds, _, fcd = zip(*r["curve"], strict=True)
-            curves[f"trial {r['trial']}: batch {r['batch_size']}"] = (seconds, fcd)
-    images.save_quality_plot(
+        for r in rows
+        if r["curve"]
+    }
+    reports.save_quality_plot(
         curves,
         os.path.join(directory, "quality_vs_time.png"),
         title="Quality vs wall time per trial",

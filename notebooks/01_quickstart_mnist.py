@@ -113,7 +113,7 @@ with strategy.scope():
 # the quality scores and images/s join the epoch logs.
 
 # %%
-speed = ktg.callbacks.Throughput()
+speed = ktg.callbacks.Throughput(global_batch_size=BATCH_SIZE)
 history = gan.fit(
     ds,
     epochs=EPOCHS,

@@ -47,17 +47,16 @@ if "google.colab" in sys.modules and PACKAGE:
 # memory, for instance) is recorded and the others still run.
 
 # %%
+import dataclasses
+
+from keras_tpugan.config import TrainConfig
 from keras_tpugan.sweep import run_sweep
 
-rows = run_sweep(
-    BATCH_SIZES,
-    OUT,
-    preset=PRESET,
-    epochs=EPOCHS,
-    lr_scaling=LR_SCALING,
-    optimizer=OPTIMIZER,
-    overrides=OVERRIDES,
+config = TrainConfig.preset(PRESET).override(OVERRIDES)
+config = dataclasses.replace(
+    config, epochs=EPOCHS, lr_scaling=LR_SCALING, optimizer=OPTIMIZER
 )
+rows = run_sweep(config, BATCH_SIZES, OUT)
 
 # %% [markdown]
 # ## The table

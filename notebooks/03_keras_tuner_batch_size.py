@@ -51,21 +51,20 @@ from keras_tpugan.tuning import search_batch_size
 
 config = TrainConfig.preset(PRESET)
 best, rows = search_batch_size(
-    config.dataset,
+    config,
     batch_sizes=BATCH_SIZES,
     learning_rates=LEARNING_RATES,
     tuner=TUNER,
     objective=OBJECTIVE,
     image_budget=IMAGE_BUDGET,
     lr_scaling=LR_SCALING,
-    config=config,
-    source=config.source,
     directory=OUT,
 )
 
 # %% [markdown]
 # ## Results
-# One row per trial; the learning rate shown is the scaled one the trial used.
+# One row per trial, with the precision and seed it ran in; the learning rate shown is
+# the scaled one the trial used.
 
 # %%
 from IPython.display import Image, Markdown, display

@@ -10,11 +10,6 @@ import os
 import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-if os.environ["KERAS_BACKEND"] == "jax":
-    # Four JAX devices on one CPU: must be set before JAX starts.
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    ).strip()
 # One classifier cache for the whole run, away from the user's own cache.
 # `make test` shares one between its TensorFlow and JAX passes, so the JAX
 # pass loads the classifier the TensorFlow pass trained (and saved).
@@ -23,19 +18,16 @@ os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get(
 ) or tempfile.mkdtemp(prefix="keras_tpugan_cache_")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
-
-# Several replicas on one CPU: must happen before anything touches devices.
-_cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    _cpu, [tf.config.LogicalDeviceConfiguration()] * 4
-)
-
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 import keras_tpugan as ktg  # noqa: E402
+
+# Four replicas on one CPU (TensorFlow logical devices, JAX host devices):
+# must happen before anything touches the devices.
+ktg.distribute.split_host_devices(4)
 
 LATENT = 8
 BACKEND = keras.backend.backend()

@@ -43,7 +43,7 @@ def test_sample_grid_every_n_epochs_and_one_row_per_class(tmp_path):
 def test_loss_curves_write_csv_and_png(tmp_path):
     gan = tiny_gan()
     curves = ktg.callbacks.LossCurves(tmp_path)
-    speed = ktg.callbacks.Throughput()
+    speed = ktg.callbacks.Throughput(global_batch_size=4)
     gan.fit(
         batches(random_images(8), 4), epochs=2, verbose=0, callbacks=[speed, curves]
     )
@@ -110,7 +110,7 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
         num_images=500, classifier_dir=classifier_dir
     )
     callbacks = [
-        ktg.callbacks.Throughput(),
+        ktg.callbacks.Throughput(global_batch_size=200),
         quality,
         ktg.callbacks.DivergenceGuard(),
         ktg.callbacks.SampleGrid(tmp_path / "samples"),

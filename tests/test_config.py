@@ -44,3 +44,23 @@ def test_bad_overrides_say_what_is_valid():
         cfg.override(["batch_size=0"])
     with pytest.raises(ValueError, match="Expected a preset in"):
         TrainConfig.preset("huge")
+
+
+def test_every_range_is_checked_once_at_the_edge():
+    cfg = TrainConfig()
+    with pytest.raises(ValueError, match=r"Expected ema_decay in \(0, 1\)"):
+        cfg.override(["ema_decay=1.5"])
+    with pytest.raises(ValueError, match="Expected penalty_weight only with"):
+        cfg.override(["penalty_weight=5"])
+    with pytest.raises(ValueError, match="Expected penalty_weight > 0"):
+        cfg.override(["gradient_penalty=r1", "penalty_weight=-1"])
+    with pytest.raises(ValueError, match="Expected gradient_penalty in"):
+        cfg.override(["gradient_penalty=gp"])
+    with pytest.raises(ValueError, match="Expected norm in"):
+        cfg.override(["norm=group"])
+    with pytest.raises(ValueError, match="Expected source in"):
+        cfg.override(["source=web"])
+    ok = cfg.override(
+        ["ema_decay=0.99", "gradient_penalty=wgan-gp", "penalty_weight=5"]
+    )
+    assert ok.ema_decay == 0.99 and ok.penalty_weight == 5.0

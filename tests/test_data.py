@@ -42,20 +42,28 @@ def test_load_offline_mnist(caplog):
 
 
 def test_shuffle_order_is_a_function_of_seed_and_epoch():
+    data.set_epoch(0)
     a = data.load_images("mnist", source="offline", batch_size=32, seed=1)
     b = data.load_images("mnist", source="offline", batch_size=32, seed=1)
     first_a, first_b = next(iter(a)).numpy(), next(iter(b)).numpy()
     np.testing.assert_array_equal(first_a, first_b)
     np.testing.assert_array_equal(first_a, next(iter(a)).numpy())  # same epoch
-    assert data.set_epoch(a, 1)
+    # A user's .map() keeps following the epoch.
+    mapped = a.map(lambda x: -x)
+    np.testing.assert_array_equal(-first_a, next(iter(mapped)).numpy())
+    data.set_epoch(1)
+    assert data.current_epoch() == 1
     second = next(iter(a)).numpy()
     assert not np.array_equal(first_a, second)
-    assert data.set_epoch(b, 1)
     np.testing.assert_array_equal(second, next(iter(b)).numpy())
+    np.testing.assert_array_equal(-second, next(iter(mapped)).numpy())
     other_seed = data.load_images("mnist", source="offline", batch_size=32, seed=2)
-    assert not np.array_equal(first_a, next(iter(other_seed)).numpy())
-    assert not data.set_epoch(a.unbatch(), 1)  # not a load_images dataset
+    assert not np.array_equal(second, next(iter(other_seed)).numpy())
+    data.set_epoch(0)
+    np.testing.assert_array_equal(first_a, next(iter(a)).numpy())
     assert int(a.cardinality()) == 4000 // 32
+    with pytest.raises(ValueError, match="Expected an integer epoch"):
+        data.set_epoch(a, 1)
 
 
 def test_auto_falls_back_to_the_offline_subset_and_says_so(monkeypatch, caplog):

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 
 import keras_tuner as kt
@@ -11,12 +12,10 @@ from keras_tpugan.config import TrainConfig
 SMOKE = TrainConfig.preset("smoke")
 
 
-def _hypermodel(classifier_dir, **kwargs):
+def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
+    kwargs.setdefault("batch_sizes", [32, 64])
     return tuning.GANHyperModel(
-        "mnist",
-        source="offline",
-        batch_sizes=[32, 64],
-        config=SMOKE,
+        config,
         strategy=distribute.get_strategy("cpu", num_replicas=1),
         image_budget=640,
         evaluations=2,
@@ -37,6 +36,7 @@ def test_grid_search_over_two_batch_sizes(tmp_path, classifier_dir):
     winner = min(rows, key=lambda r: r["objective"])
     assert best["batch_size"] == winner["batch_size"]
     assert all(r["objective"] == r["fcd"] for r in rows)
+    assert {(r["precision"], r["seed"]) for r in rows} == {("float32", 0)}
     with open(tmp_path / "results.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
     assert f"Best (fcd): {best}" in (tmp_path / "results.md").read_text()
@@ -61,10 +61,8 @@ class FailingHyperModel(tuning.GANHyperModel):
 
 def test_a_failed_trial_is_recorded_and_the_search_completes(tmp_path, classifier_dir):
     hypermodel = FailingHyperModel(
-        "mnist",
-        source="offline",
+        SMOKE,
         batch_sizes=[32, 64],
-        config=SMOKE,
         strategy=distribute.get_strategy("cpu", num_replicas=1),
         image_budget=320,
         evaluations=1,
@@ -88,9 +86,36 @@ def test_bad_arguments(classifier_dir):
         tuning.search_batch_size(tuner="annealing")
     with pytest.raises(ValueError, match="divisible by the 4 replica"):
         tuning.GANHyperModel(
-            "mnist",
-            source="offline",
+            SMOKE,
             batch_sizes=[30],
-            config=SMOKE,
             strategy=distribute.get_strategy("cpu", num_replicas=4),
         )
+    with pytest.raises(ValueError, match="Expected `config` to be a"):
+        tuning.GANHyperModel("mnist")
+    with pytest.raises(ValueError, match="Expected lr_scaling in"):
+        _hypermodel(classifier_dir, lr_scaling="cubic")
+
+
+def test_trials_train_in_the_configs_precision_and_seed(classifier_dir):
+    # The global policy is float32 here (conftest); the config says bfloat16.
+    config = dataclasses.replace(SMOKE, precision="mixed_bfloat16", seed=7)
+    hypermodel = _hypermodel(
+        classifier_dir,
+        config=config,
+        batch_sizes=[64],
+        image_budget=256,
+        evaluations=1,
+    )
+    objectives = []
+    for _ in range(2):
+        hp = kt.HyperParameters()
+        gan = hypermodel.build(hp)
+        assert gan.generator.dtype_policy.name == "mixed_bfloat16"
+        assert gan.discriminator.dtype_policy.name == "mixed_bfloat16"
+        assert gan.seed == 7
+        objectives.append(hypermodel.fit(hp, gan)["fcd"])
+    # Seeded alike, two identical trials give the same objective.
+    assert objectives[0] == objectives[1] and np.isfinite(objectives[0])
+    assert [(r["precision"], r["seed"]) for r in hypermodel.records] == [
+        ("mixed_bfloat16", 7)
+    ] * 2

@@ -1,9 +1,7 @@
 """`SampleGrid`: a grid of generated images per epoch, and a GIF of them."""
 
-import math
 import uuid
 
-import numpy as np
 import tensorflow as tf
 
 from keras_tpugan import images as images_lib
@@ -73,14 +71,9 @@ class SampleGrid(GANCallback):
         super().on_train_begin(logs)
         gan = self.model
         self.saved = []
-        if gan.num_classes:
-            self.cols = math.ceil(self.num_images / gan.num_classes)
-            self.rows = gan.num_classes
-            self.labels = np.repeat(np.arange(self.rows), self.cols)
-        else:
-            self.cols = math.ceil(math.sqrt(self.num_images))
-            self.rows = math.ceil(self.num_images / self.cols)
-            self.labels = None
+        self.rows, self.cols, self.labels = images_lib.grid_layout(
+            self.num_images, gan.num_classes
+        )
         count = self.num_images if self.labels is None else len(self.labels)
         self.latents = seeded_latents(count, gan.latent_dim, [self.seed, 1])
         self._writer = None

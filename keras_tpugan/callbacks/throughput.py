@@ -14,8 +14,8 @@ class Throughput(GANCallback):
     kept apart in `first_epoch_seconds` and excluded from `mean_images_per_sec`.
 
     Args:
-        global_batch_size: Images per step over all replicas (default: the
-            global batch that `GAN.fit` read from its input).
+        global_batch_size: Images per step over all replicas (the batch size
+            of the dataset given to `fit`).
 
     Example:
 
@@ -26,8 +26,19 @@ class Throughput(GANCallback):
     ```
     """
 
-    def __init__(self, global_batch_size=None):
+    def __init__(self, global_batch_size):
         super().__init__(None)
+        if (
+            isinstance(global_batch_size, bool)
+            or not isinstance(global_batch_size, int)
+            or global_batch_size < 1
+        ):
+            raise ValueError(
+                "Expected `global_batch_size`, the images per step over all "
+                "replicas, as a positive int. Received: "
+                f"global_batch_size={global_batch_size!r}. Pass the batch size "
+                "of the dataset given to `fit`."
+            )
         self.global_batch_size = global_batch_size
 
     def on_train_begin(self, logs=None):
@@ -50,8 +61,7 @@ class Throughput(GANCallback):
             self.first_epoch_seconds = seconds
         else:
             self.epoch_seconds.append(seconds)
-        batch = self.global_batch_size or self.model.last_global_batch_size
-        rate = self._steps * batch / seconds if seconds > 0 else 0.0
+        rate = self._steps * self.global_batch_size / seconds if seconds > 0 else 0.0
         self.images_per_sec.append(rate)
         if logs is not None:
             logs["images_per_sec"] = rate
@@ -62,6 +72,11 @@ class Throughput(GANCallback):
         """Mean images/s over the epochs after the first (None before)."""
         rates = self.images_per_sec[1:]
         return sum(rates) / len(rates) if rates else None
+
+    @property
+    def total_seconds(self):
+        """Seconds spent in the epochs so far, the compiling one included."""
+        return (self.first_epoch_seconds or 0.0) + sum(self.epoch_seconds)
 
     @property
     def mean_epoch_seconds(self):

@@ -1,10 +1,10 @@
-"""The backend half of `keras_tpugan.GAN`: its training step per backend.
+"""The GAN's training step: the shared contract and one step per backend.
 
-Keras picks its backend when it is first imported (`KERAS_BACKEND`); the GAN
-inherits the matching trainer: `TensorFlowTrainer` (`train_step(data)`, run
-per replica by `tf.distribute`) or `JAXTrainer` (`train_step(state, data)`,
-compiled by `jax.jit` over a `keras.distribution` mesh). Both share the loss
-math written with `keras.ops` in `keras_tpugan.gan`.
+Start reading at `keras_tpugan.trainers.base` (`GANStep`: the contract and
+the objectives both backends share). Keras picks its backend when it is
+first imported (`KERAS_BACKEND`); `BackendGANStep` is the matching step,
+which `keras_tpugan.GAN` inherits: `TensorFlowGANStep` (`tf_step.py`) or
+`JAXGANStep` (`jax_step.py`).
 """
 
 import keras
@@ -12,9 +12,9 @@ import keras
 BACKENDS = ("tensorflow", "jax")
 
 if keras.backend.backend() == "jax":
-    from keras_tpugan.trainers.jax_trainer import JAXTrainer as Trainer
+    from keras_tpugan.trainers.jax_step import JAXGANStep as BackendGANStep
 elif keras.backend.backend() == "tensorflow":
-    from keras_tpugan.trainers.tensorflow_trainer import TensorFlowTrainer as Trainer
+    from keras_tpugan.trainers.tf_step import TensorFlowGANStep as BackendGANStep
 else:
     raise ImportError(
         f"Expected the Keras backend to be one of {BACKENDS}. Received: "
@@ -22,4 +22,4 @@ else:
         "KERAS_BACKEND=tensorflow before importing keras."
     )
 
-__all__ = ["BACKENDS", "Trainer"]
+__all__ = ["BACKENDS", "BackendGANStep"]

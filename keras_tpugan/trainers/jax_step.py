@@ -1,12 +1,14 @@
-"""`JAXTrainer`: the GAN's training step on the JAX backend."""
+"""`JAXGANStep`: the GAN's training step on the JAX backend."""
 
 import jax
 import keras
 from keras import ops
 
+from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
-class JAXTrainer:
-    """The JAX half of `keras_tpugan.GAN`: `train_step(state, data)`.
+
+class JAXGANStep(GANStep):
+    """The GAN's training step on the JAX backend: `train_step(state, data)`.
 
     Keras's JAX trainer compiles `train_step` with `jax.jit` and threads the
     model's state through it: `(trainable, non_trainable, optimizer,
@@ -21,13 +23,12 @@ class JAXTrainer:
       on TensorFlow; no replica context, no all-reduce by hand.
 
     Both optimizers' states travel in the state's optimizer slot: Keras
-    threads `self.optimizer.variables` only, so `compile` sets
+    threads `self.optimizer.variables` only, so `compile_step` sets
     `self.optimizer` to a `keras.optimizers.MultiOptimizer` that holds the
     generator's and the discriminator's optimizers, and each of them is
     applied on its own (`stateless_apply`) at its point of the step.
 
-    The loss math (`_discriminator_objective`, `_generator_objective`) is
-    shared with the TensorFlow trainer.
+    The objectives are `GANStep`'s, shared with the TensorFlow step.
     """
 
     @property
@@ -36,18 +37,23 @@ class JAXTrainer:
         return self._distribution
 
     def train_step(self, state, data):
+        # 1. Unpack the global batch (sharded over the devices).
         state = _State(self._slots, state)
-        images, labels = self._unpack(data)
+        images, labels = self.unpack_batch(data)
         global_batch = images.shape[0]
+        divisor = float(global_batch)
         step = state.get("step")[0]
+        # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
             latents, alpha = self._draw_noise(step, k, global_batch)
-            d_stats.append(
-                self._train_discriminator(state, images, labels, latents, alpha)
-            )
+            inputs = StepInputs(images, labels, latents, alpha, divisor, 1.0)
+            d_stats.append(self._train_discriminator(state, inputs))
+        # 3. Train the generator once.
         latents, _ = self._draw_noise(step, self.discriminator_steps, global_batch)
-        g_loss = self._train_generator(state, latents, labels)
+        inputs = StepInputs(None, labels, latents, None, divisor, 1.0)
+        g_loss = self._train_generator(state, inputs)
+        # 4. Update the EMA, the step counter and the metrics.
         self._update_ema(state, step)
         state.set("step", [step + 1])
         logs = self._update_metrics(
@@ -55,19 +61,10 @@ class JAXTrainer:
         )
         return logs, state.values()
 
-    def _train_discriminator(self, state, images, labels, latents, alpha):
-        grad_fn = jax.grad(self._discriminator_objective, has_aux=True)
+    def _train_discriminator(self, state, inputs):
+        grad_fn = jax.grad(self.discriminator_objective, has_aux=True)
         grads, (d_state, g_state, stats) = grad_fn(
-            state.get("d_vars"),
-            state.get("d_state"),
-            state.get("g_vars"),
-            state.get("g_state"),
-            images,
-            labels,
-            latents,
-            alpha,
-            float(images.shape[0]),
-            1.0,
+            state.get("d_vars"), self._network_values(state), inputs
         )
         state.set("d_state", d_state)
         state.set("g_state", g_state)
@@ -78,17 +75,10 @@ class JAXTrainer:
         state.set("d_opt", d_opt)
         return stats
 
-    def _train_generator(self, state, latents, labels):
-        grad_fn = jax.grad(self._generator_objective, has_aux=True)
+    def _train_generator(self, state, inputs):
+        grad_fn = jax.grad(self.generator_objective, has_aux=True)
         grads, (g_state, g_loss) = grad_fn(
-            state.get("g_vars"),
-            state.get("g_state"),
-            state.get("d_vars"),
-            state.get("d_state"),
-            latents,
-            labels,
-            float(latents.shape[0]),
-            1.0,
+            state.get("g_vars"), self._network_values(state), inputs
         )
         state.set("g_state", g_state)
         g_vars, g_opt = self.generator_optimizer.stateless_apply(
@@ -98,10 +88,18 @@ class JAXTrainer:
         state.set("g_opt", g_opt)
         return g_loss
 
+    def _network_values(self, state):
+        return NetworkValues(
+            g_vars=state.get("g_vars"),
+            g_state=state.get("g_state"),
+            d_vars=state.get("d_vars"),
+            d_state=state.get("d_state"),
+        )
+
     def _update_ema(self, state, step):
         if self.ema_generator is None:
             return
-        decay = self._ema_rate(ops.cast(step, "float32"))
+        decay = self.ema_rate(ops.cast(step, "float32"))
         values = {"g_vars": state.get("g_vars"), "g_state": state.get("g_state")}
         averages = []
         for average, (group, i) in zip(
@@ -144,7 +142,8 @@ class JAXTrainer:
 
     # ---------------------------------------------------------- compile
 
-    def _compile_trainer(self, jit_compile, steps_per_execution, **kwargs):
+    def compile_step(self, jit_compile, steps_per_execution, **kwargs):
+        """Sets the optimizer carrier and compiles Keras's (jitted) step."""
         for name, opt in (
             ("generator_optimizer", self.generator_optimizer),
             ("discriminator_optimizer", self.discriminator_optimizer),

@@ -1,11 +1,13 @@
-"""`TensorFlowTrainer`: the GAN's training step on the TensorFlow backend."""
+"""`TensorFlowGANStep`: the GAN's training step on the TensorFlow backend."""
 
 import keras
 import tensorflow as tf
 
+from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
-class TensorFlowTrainer:
-    """The TensorFlow half of `keras_tpugan.GAN`: `train_step(data)`.
+
+class TensorFlowGANStep(GANStep):
+    """The GAN's training step on the TensorFlow backend: `train_step(data)`.
 
     Keras's TensorFlow trainer runs `train_step` once per replica inside
     `strategy.run`. Here:
@@ -19,8 +21,7 @@ class TensorFlowTrainer:
     - the logged values are all-reduced, so every strategy reports the
       mean over the global batch.
 
-    The loss math itself (`_discriminator_objective`,
-    `_generator_objective`) is shared with the JAX trainer.
+    The objectives are `GANStep`'s, shared with the JAX step.
     """
 
     @property
@@ -29,63 +30,64 @@ class TensorFlowTrainer:
         return self.distribute_strategy
 
     def train_step(self, data):
-        images, labels = self._unpack(data)
+        # 1. Unpack this replica's share of the global batch.
+        images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
+        divisor = tf.cast(global_batch, "float32")
+        # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
             latents, alpha = self._draw_noise(k, local_batch, global_batch)
-            d_stats.append(
-                self._train_discriminator(images, labels, latents, alpha, global_batch)
-            )
+            inputs = StepInputs(images, labels, latents, alpha, divisor, None)
+            d_stats.append(self._train_discriminator(inputs))
+        # 3. Train the generator once.
         latents, _ = self._draw_noise(
             self.discriminator_steps, local_batch, global_batch
         )
-        g_loss = self._train_generator(latents, labels, global_batch)
+        inputs = StepInputs(None, labels, latents, None, divisor, None)
+        g_loss = self._train_generator(inputs)
+        # 4. Update the EMA, the step counter and the metrics.
         self._update_ema()
         self.step_counter.assign_add(1)
-        return self._update_metrics(
-            tf.add_n(d_stats) / len(d_stats), g_loss, global_batch
-        )
+        return self._update_metrics(tf.add_n(d_stats) / len(d_stats), g_loss, divisor)
 
-    def _train_discriminator(self, images, labels, latents, alpha, global_batch):
+    def _train_discriminator(self, inputs):
         opt = self.discriminator_optimizer
+        inputs = inputs._replace(loss_scale=opt.scale_loss(tf.constant(1.0)))
         grads, (d_state, g_state, stats) = self._discriminator_grads(
             _values(self.discriminator.trainable_variables),
-            _values(self.discriminator.non_trainable_variables),
-            _values(self.generator.trainable_variables),
-            _values(self.generator.non_trainable_variables),
-            images,
-            labels,
-            latents,
-            alpha,
-            tf.cast(global_batch, "float32"),
-            opt.scale_loss(tf.constant(1.0)),
+            self._network_values(),
+            inputs,
         )
         _assign(self.discriminator.non_trainable_variables, d_state)
         _assign(self.generator.non_trainable_variables, g_state)
         opt.apply(grads, self.discriminator.trainable_variables)
         return stats
 
-    def _train_generator(self, latents, labels, global_batch):
+    def _train_generator(self, inputs):
         opt = self.generator_optimizer
+        inputs = inputs._replace(loss_scale=opt.scale_loss(tf.constant(1.0)))
         grads, (g_state, g_loss) = self._generator_grads(
             _values(self.generator.trainable_variables),
-            _values(self.generator.non_trainable_variables),
-            _values(self.discriminator.trainable_variables),
-            _values(self.discriminator.non_trainable_variables),
-            latents,
-            labels,
-            tf.cast(global_batch, "float32"),
-            opt.scale_loss(tf.constant(1.0)),
+            self._network_values(),
+            inputs,
         )
         _assign(self.generator.non_trainable_variables, g_state)
         opt.apply(grads, self.generator.trainable_variables)
         return g_loss
 
+    def _network_values(self):
+        return NetworkValues(
+            g_vars=_values(self.generator.trainable_variables),
+            g_state=_values(self.generator.non_trainable_variables),
+            d_vars=_values(self.discriminator.trainable_variables),
+            d_state=_values(self.discriminator.non_trainable_variables),
+        )
+
     def _update_ema(self):
         if self.ema_generator is None:
             return
-        decay = self._ema_rate(tf.cast(self.step_counter.value, "float32"))
+        decay = self.ema_rate(tf.cast(self.step_counter.value, "float32"))
         for average, variable in zip(
             self.ema_generator.weights, self.generator.weights, strict=True
         ):
@@ -98,9 +100,8 @@ class TensorFlowTrainer:
         # Each replica holds its share of the global mean: sum them once.
         stats = tf.concat([d_stats, [g_loss]], axis=0)
         stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
-        weight = tf.cast(global_batch, "float32")
         for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
-            tracker.update_state(value, sample_weight=weight)
+            tracker.update_state(value, sample_weight=global_batch)
         logs = {t.name: t.result() for t in self.trackers}
         if isinstance(
             self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
@@ -113,16 +114,16 @@ class TensorFlowTrainer:
 
     # ------------------------------------------- per-replica gradients
 
-    def _discriminator_gradients(self, d_vars, *args):
+    def _discriminator_gradients(self, d_vars, values, inputs):
         with tf.GradientTape() as tape:
             tape.watch(d_vars)
-            loss, aux = self._discriminator_objective(d_vars, *args)
+            loss, aux = self.discriminator_objective(d_vars, values, inputs)
         return _dense(tape.gradient(loss, d_vars)), aux
 
-    def _generator_gradients(self, g_vars, *args):
+    def _generator_gradients(self, g_vars, values, inputs):
         with tf.GradientTape() as tape:
             tape.watch(g_vars)
-            loss, aux = self._generator_objective(g_vars, *args)
+            loss, aux = self.generator_objective(g_vars, values, inputs)
         return _dense(tape.gradient(loss, g_vars)), aux
 
     # ---------------------------------------------------------- helpers
@@ -156,7 +157,8 @@ class TensorFlowTrainer:
 
     # ---------------------------------------------------------- compile
 
-    def _compile_trainer(self, jit_compile, steps_per_execution, **kwargs):
+    def compile_step(self, jit_compile, steps_per_execution, **kwargs):
+        """Compiles the per-replica gradients (XLA) and Keras's step."""
         self.xla = self._resolve_jit_compile(jit_compile)
         self._check_steps_per_execution(steps_per_execution)
         compile_fn = tf.function(jit_compile=True) if self.xla else (lambda f: f)
@@ -230,5 +232,12 @@ def _has_synchronized_batchnorm(*models):
         isinstance(layer, keras.layers.BatchNormalization)
         and getattr(layer, "synchronized", False)
         for model in models
-        for layer in model._flatten_layers()
+        for layer in _all_layers(model)
     )
+
+
+def _all_layers(model):
+    """Every layer of a model, nested models' layers included."""
+    for layer in getattr(model, "layers", ()):
+        yield layer
+        yield from _all_layers(layer)

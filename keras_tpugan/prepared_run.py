@@ -1,0 +1,175 @@
+"""`PreparedRun`: the one set-up of a run that train, sweep, tune and bench share."""
+
+import dataclasses
+from typing import Any
+
+import keras
+
+from keras_tpugan import data as data_lib
+from keras_tpugan import distribute, large_batch, models, precision
+from keras_tpugan.config import TrainConfig
+from keras_tpugan.gan import GAN
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+    """A run set up from a `TrainConfig`: seeded, precision applied, data loaded.
+
+    Made by `prepare`; `build_gan()` builds the config's GAN in the run's
+    strategy scope.
+
+    Attributes:
+        config: The `TrainConfig`.
+        strategy: The `tf.distribute.Strategy` or, on JAX, the
+            `keras.distribution.DataParallel` to build and fit under.
+        dataset: The batched `tf.data.Dataset` (global batches).
+        info: `load_images`'s info dict (`source`, `num_examples`,
+            `image_shape`, `num_classes`).
+        steps_per_epoch: Batches per epoch (None when the size is unknown).
+        replicas: Replicas the global batch is split over.
+
+    Example:
+
+    ```python
+    run = prepare(TrainConfig.preset("smoke"))
+    gan = run.build_gan()
+    gan.fit(run.dataset, epochs=run.config.epochs)
+    ```
+    """
+
+    config: TrainConfig
+    strategy: Any
+    dataset: Any
+    info: dict
+    steps_per_epoch: int | None
+    replicas: int
+
+    def build_gan(self):
+        """Builds and compiles the config's GAN in the strategy's scope.
+
+        Returns:
+            A compiled `keras_tpugan.GAN`.
+        """
+        with self.strategy.scope():
+            return build_gan(
+                self.config,
+                self.info["image_shape"],
+                self.info["num_classes"],
+                self.steps_per_epoch,
+            )
+
+
+def prepare(config, strategy=None, data=None):
+    """Sets up a run: seed, precision, strategy, batch check, data, steps.
+
+    In this order: `keras.utils.set_random_seed(config.seed)`, the
+    config's dtype policy, the strategy (`distribute.get_strategy(
+    config.strategy)` unless given), the check that the global batch splits
+    over its replicas, the data (`load_images` with the config's dataset,
+    source, labels and seed) and the steps per epoch. `train`,
+    `GANHyperModel`, `run_sweep` (through `train`) and the benchmark all
+    start here, so every run of every tool is set up alike.
+
+    Args:
+        config: A `TrainConfig` (validated when it was made).
+        strategy: A `tf.distribute.Strategy` or, on JAX, a
+            `keras.distribution.DataParallel` (default: the config's kind).
+        data: Anything `load_images` takes, in place of `config.dataset`
+            (for example an array of images).
+
+    Returns:
+        A `PreparedRun`.
+
+    Example:
+
+    ```python
+    from keras_tpugan.config import TrainConfig
+    from keras_tpugan.prepared_run import prepare
+
+    run = prepare(TrainConfig.preset("smoke"))
+    run.steps_per_epoch  # 62: 4,000 offline digits in batches of 64
+    ```
+    """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(
+            "Expected a keras_tpugan.config.TrainConfig. Received: "
+            f"{type(config).__name__}. Build one with TrainConfig(...) or "
+            "TrainConfig.preset(name)."
+        )
+    keras.utils.set_random_seed(config.seed)
+    precision.configure(config.precision)
+    strategy = strategy or distribute.get_strategy(config.strategy)
+    distribute.check_global_batch(config.batch_size, strategy)
+    dataset, info = data_lib.load_images(
+        config.dataset if data is None else data,
+        batch_size=config.batch_size,
+        labels=config.conditional,
+        source=config.source,
+        seed=config.seed,
+        return_info=True,
+    )
+    steps = (info["num_examples"] or 0) // config.batch_size or None
+    return PreparedRun(
+        config=config,
+        strategy=strategy,
+        dataset=dataset,
+        info=info,
+        steps_per_epoch=steps,
+        replicas=distribute.num_replicas(strategy),
+    )
+
+
+def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
+    """Builds and compiles the GAN a config describes (call inside a scope).
+
+    Args:
+        config: A `TrainConfig`.
+        image_shape: `(height, width, channels)` of the data.
+        num_classes: Number of classes for a conditional GAN.
+        steps_per_epoch: Steps per epoch, to turn `warmup_epochs` into
+            steps (required when `warmup_epochs > 0`).
+
+    Returns:
+        A compiled `keras_tpugan.GAN`.
+    """
+    num_classes = num_classes if config.conditional else None
+    if config.warmup_epochs and not steps_per_epoch:
+        raise ValueError(
+            "Expected steps_per_epoch with warmup_epochs > 0. Received: "
+            f"steps_per_epoch={steps_per_epoch}. Use data of known size."
+        )
+    gan = GAN(
+        generator=models.dcgan_generator(
+            latent_dim=config.latent_dim,
+            image_shape=image_shape,
+            width=config.width,
+            num_classes=num_classes,
+            norm=config.norm,
+        ),
+        discriminator=models.dcgan_discriminator(
+            image_shape=image_shape,
+            width=config.width,
+            num_classes=num_classes,
+        ),
+        latent_dim=config.latent_dim,
+        num_classes=num_classes,
+        discriminator_steps=config.discriminator_steps,
+        gradient_penalty=config.gradient_penalty,
+        penalty_weight=config.penalty_weight,
+        seed=config.seed,
+        ema_decay=config.ema_decay,
+    )
+    warmup_steps = config.warmup_epochs * (steps_per_epoch or 0)
+
+    def optimizer():
+        return large_batch.make_optimizer(
+            config.optimizer, config.scaled_learning_rate, config.beta_1, warmup_steps
+        )
+
+    gan.compile(
+        generator_optimizer=optimizer(),
+        discriminator_optimizer=optimizer(),
+        loss=config.loss,
+        jit_compile=config.jit_compile,
+    )
+    return gan

@@ -1,0 +1,201 @@
+"""`GANStep`: the contract of the GAN's training step, and its shared maths.
+
+Where to read the step: `keras_tpugan.GAN` inherits `GANStep` through one
+backend subclass, picked when Keras picks its backend:
+
+- `TensorFlowGANStep` (`trainers/tf_step.py`): `train_step(data)`, run once
+  per replica by `tf.distribute`;
+- `JAXGANStep` (`trainers/jax_step.py`): `train_step(state, data)`,
+  compiled by `jax.jit` over a `keras.distribution` mesh.
+
+Both read as the same four labelled phases: (1) unpack the batch, (2) train
+the discriminator `discriminator_steps` times, each with fresh latents,
+(3) train the generator once, (4) update the generator EMA, the step
+counter and the metrics.
+
+The contract between the GAN and its step:
+
+- The GAN (`gan.py`) owns the public API and the attributes the step reads:
+  `generator`, `discriminator`, `latent_dim`, `num_classes`,
+  `discriminator_steps`, `gradient_penalty`, `penalty_weight`, `seed`,
+  `ema_decay`, `ema_generator`, `step_counter`, `trackers` (one `Mean` per
+  logged value, in `LOGGED` order), and after `compile`
+  `adversarial_loss`, `generator_optimizer` and `discriminator_optimizer`.
+- `GANStep` (this file) owns the maths both backends share, written with
+  `keras.ops` and `stateless_call` on variable VALUES so that each backend
+  differentiates it with its own autodiff: `discriminator_objective`,
+  `generator_objective`, the critic, the penalty and the EMA rate.
+- A backend step implements `train_step`, the `strategy` property and
+  `compile_step(jit_compile, steps_per_execution, **kwargs)`, which
+  `GAN.compile` calls once the optimizers are set and which must call
+  `keras.Model.compile`.
+
+Replica correctness is kept by one convention: every loss is summed per
+example and divided by the GLOBAL batch (`StepInputs.global_batch`), so the
+gradients summed over replicas are those of the true mean, and the logged
+values are all-reduced.
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from keras_tpugan import penalties
+from keras_tpugan.losses import flat_logits
+
+# The values the step logs, in the order of `GAN.trackers` (`penalty` only
+# with a gradient penalty).
+D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
+G_LOGGED = ("g_loss",)
+
+
+class NetworkValues(NamedTuple):
+    """The variable values of both networks at one point of the step."""
+
+    g_vars: Any  # the generator's trainable variable values
+    g_state: Any  # its non-trainable ones (normalization statistics)
+    d_vars: Any
+    d_state: Any
+
+
+class StepInputs(NamedTuple):
+    """What one objective evaluation sees, on this replica."""
+
+    images: Any  # real images (None for the generator's objective)
+    labels: Any  # int32 class labels, or None for an unconditional GAN
+    latents: Any  # this replica's latents
+    alpha: Any  # WGAN-GP interpolation weights (None for the generator's)
+    global_batch: Any  # examples over all replicas: the loss divisor
+    loss_scale: Any  # loss-scale factor (1.0 unless mixed_float16)
+
+
+class GANStep:
+    """The shared half of `keras_tpugan.GAN`'s training step (see module doc).
+
+    Not used on its own: `GAN` inherits it through `TensorFlowGANStep` or
+    `JAXGANStep`.
+    """
+
+    # --------------------------------------------------------- objectives
+
+    def discriminator_objective(self, d_vars, values, inputs):
+        """The discriminator's (scaled) loss on this replica's examples.
+
+        Args:
+            d_vars: The discriminator's trainable values (differentiated).
+            values: A `NetworkValues` for the rest (its `d_vars` unused).
+            inputs: A `StepInputs`.
+
+        Returns:
+            `(scaled_loss, (d_state, g_state, stats))`: `stats` holds this
+            replica's share of the global means of `D_LOGGED` (the penalty
+            only when there is one).
+        """
+        fake, g_state = self.generator.stateless_call(
+            values.g_vars,
+            values.g_state,
+            self._generator_inputs(inputs.latents, inputs.labels),
+            training=True,
+        )
+        fake = ops.stop_gradient(fake)
+        d_state = values.d_state
+        real_logits, d_state = self._critic(d_vars, d_state, inputs.images, inputs)
+        fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs)
+        per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
+        sums = [per_example, flat_logits(real_logits), flat_logits(fake_logits)]
+        total = per_example
+        if self.gradient_penalty:
+            penalty = self._penalty(d_vars, d_state, inputs.images, fake, inputs)
+            total = total + self.penalty_weight * penalty
+            sums.append(penalty)
+        loss = ops.sum(total) / inputs.global_batch
+        stats = ops.stack([ops.sum(s) for s in sums]) / inputs.global_batch
+        return loss * inputs.loss_scale, (d_state, g_state, stats)
+
+    def generator_objective(self, g_vars, values, inputs):
+        """The generator's (scaled) loss on this replica's examples.
+
+        Args:
+            g_vars: The generator's trainable values (differentiated).
+            values: A `NetworkValues` for the rest (its `g_vars` unused).
+            inputs: A `StepInputs` (`images` and `alpha` unused).
+
+        Returns:
+            `(scaled_loss, (g_state, loss))`.
+        """
+        fake, g_state = self.generator.stateless_call(
+            g_vars,
+            values.g_state,
+            self._generator_inputs(inputs.latents, inputs.labels),
+            training=True,
+        )
+        fake_logits, _ = self._critic(values.d_vars, values.d_state, fake, inputs)
+        per_example = self.adversarial_loss.generator_loss(fake_logits)
+        loss = ops.sum(per_example) / inputs.global_batch
+        return loss * inputs.loss_scale, (g_state, loss)
+
+    # ------------------------------------------------------------ helpers
+
+    def ema_rate(self, step):
+        """The EMA decay at `step`: `min(ema_decay, (1 + step) / (10 + step))`.
+
+        A warm-up as in `tf.train.ExponentialMovingAverage`'s `num_updates`:
+        early averages must not hold on to the random initial weights.
+        """
+        return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+
+    def unpack_batch(self, data):
+        """`(images, labels)` of a batch, checked, as float32 and int32."""
+        images, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+        _check_batch(images, labels, self.generator.output_shape, self.num_classes)
+        if labels is not None:
+            labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+        return ops.cast(images, "float32"), labels
+
+    def _critic(self, d_vars, d_state, images, inputs):
+        net_inputs = images if inputs.labels is None else [images, inputs.labels]
+        logits, d_state = self.discriminator.stateless_call(
+            d_vars, d_state, net_inputs, training=True
+        )
+        return ops.cast(logits, "float32"), d_state
+
+    def _penalty(self, d_vars, d_state, real, fake, inputs):
+        def critic(images):
+            return self._critic(d_vars, d_state, images, inputs)[0]
+
+        if self.gradient_penalty == "wgan-gp":
+            return penalties.wgan_gp(critic, real, fake, inputs.alpha)
+        return penalties.r1(critic, real)
+
+    def _generator_inputs(self, latents, labels):
+        return latents if labels is None else [latents, labels]
+
+
+def _check_batch(images, labels, image_shape, num_classes):
+    if "int" in keras.backend.standardize_dtype(images.dtype):
+        raise ValueError(
+            "Expected float images in [-1, 1]. Received: images of dtype "
+            f"{images.dtype.name} (0-255 pixels?). Use "
+            "`keras_tpugan.data.load_images`, which scales them, or map "
+            "`images / 127.5 - 1` yourself."
+        )
+    if tuple(images.shape[1:]) != tuple(image_shape[1:]):
+        raise ValueError(
+            f"Expected images of shape {tuple(image_shape[1:])} (the "
+            "generator's output). Received: images of shape "
+            f"{tuple(images.shape[1:])}. Resize the data or build the models "
+            "for this image shape."
+        )
+    if labels is not None and num_classes is None:
+        raise ValueError(
+            "Received (images, labels) batches but the GAN has "
+            "num_classes=None. Set num_classes for a conditional GAN, or "
+            "drop the labels from the dataset."
+        )
+    if labels is None and num_classes is not None:
+        raise ValueError(
+            f"Expected (images, labels) batches for num_classes={num_classes}. "
+            "Received: images only. Load the data with labels "
+            "(load_images(..., labels=True))."
+        )
