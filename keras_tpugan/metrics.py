@@ -14,6 +14,7 @@ For RGB data, `inception_features` gives FID's own InceptionV3 features
 (ImageNet weights need internet once; `weights=None` runs offline).
 """
 
+import functools
 import json
 import logging
 import os
@@ -240,12 +241,19 @@ def inception_features(images, weights="imagenet", batch_size=64):
         raise ValueError(
             f"Expected RGB images (n, h, w, 3). Received: shape {images.shape}."
         )
-    model = keras.applications.InceptionV3(
-        include_top=False, weights=weights, pooling="avg", input_shape=(299, 299, 3)
-    )
+    model = _inception(weights)
     out = []
     for i in range(0, len(images), batch_size):
         # InceptionV3 expects [-1, 1], as the GAN's images already are.
         batch = keras.ops.image.resize(images[i : i + batch_size], (299, 299))
         out.append(keras.ops.convert_to_numpy(model(batch, training=False)))
     return np.concatenate(out).astype("float64")
+
+
+@functools.lru_cache(maxsize=2)
+def _inception(weights):
+    # Built once per process and weights: scoring every few epochs must not
+    # rebuild (or, with random weights, re-draw) the 22M-parameter network.
+    return keras.applications.InceptionV3(
+        include_top=False, weights=weights, pooling="avg", input_shape=(299, 299, 3)
+    )

@@ -23,18 +23,25 @@ from backend_worker import BATCH, CASES, LATENT, STEPS  # noqa: E402
 ATOL = 1e-5
 
 
-def _run(backend, mode, directory):
-    env = {**os.environ, "KERAS_BACKEND": backend}
-    env.pop("XLA_FLAGS", None)
-    result = subprocess.run(
-        [sys.executable, WORKER, backend, mode, str(directory)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "worker done" in result.stdout
+def _run_both(mode, directory):
+    """Runs the worker on both backends at once (one process each)."""
+    workers = []
+    for backend in ("tensorflow", "jax"):
+        env = {**os.environ, "KERAS_BACKEND": backend}
+        env.pop("XLA_FLAGS", None)
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, WORKER, backend, mode, str(directory)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for worker in workers:
+        stdout, stderr = worker.communicate(timeout=600)
+        assert worker.returncode == 0, stderr[-3000:]
+        assert "worker done" in stdout
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +68,8 @@ def runs(tmp_path_factory):
         d = ktg.models.dcgan_discriminator(width=8, num_classes=num_classes)
         g.save_weights(directory / f"{case}_g.weights.h5")
         d.save_weights(directory / f"{case}_d.weights.h5")
-    for backend in ("tensorflow", "jax"):
-        _run(backend, "train", directory)
-    for backend in ("tensorflow", "jax"):
-        _run(backend, "load", directory)
+    _run_both("train", directory)  # each reads only the shared inputs
+    _run_both("load", directory)  # each loads the other's files
     return directory
 
 

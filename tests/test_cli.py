@@ -96,8 +96,8 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "--preset",
         "smoke",
         "--batch-sizes",
+        "128",
         "64",
-        "32",
         "5000",
         "--epochs",
         "2",
@@ -111,7 +111,7 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
     assert "2 runs ok, 1 failed" in printed
     with open(out / "results.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["batch_size"] for r in rows] == ["32", "64", "5000"]
+    assert [r["batch_size"] for r in rows] == ["64", "128", "5000"]
     assert list(rows[0]) == [
         "batch_size",
         "learning_rate",
@@ -128,9 +128,9 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
     ]
     assert rows[0]["status"] == rows[1]["status"] == "ok"
     assert rows[2]["status"].startswith("failed: ValueError: Expected batch_size <=")
-    assert int(rows[0]["steps_per_epoch"]) == 4000 // 32
+    assert int(rows[0]["steps_per_epoch"]) == 4000 // 64
     assert float(rows[0]["time_reduction_pct"]) == 0.0
-    # Linear scaling from the smallest batch: 64 gets twice 32's rate.
+    # Linear scaling from the smallest batch: 128 gets twice 64's rate.
     assert float(rows[1]["learning_rate"]) == pytest.approx(
         2 * float(rows[0]["learning_rate"])
     )
@@ -170,14 +170,37 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", ["train", "sweep", "tune", "sample", "bench"])
-def test_every_subcommand_has_help_with_an_example(command):
-    result = subprocess.run(
-        [sys.executable, "-m", "keras_tpugan.cli", command, "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "examples:" in result.stdout and f"keras-tpugan {command} " in result.stdout
+def test_every_subcommand_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text and f"keras-tpugan {command} " in text
+    assert "--verbose" in text
+
+
+def test_the_command_runs_quietly_unless_verbose():
+    # A real process: TensorFlow's native start-up logs are hidden by
+    # default (they go to fd 2 before any Python code could filter them).
+    def run(*flags, **env):
+        return subprocess.run(
+            [sys.executable, "-m", "keras_tpugan.cli", "train", *flags, "--help"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **env},
+        )
+
+    env = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    quiet = run(**env)
+    assert "examples:" in quiet.stdout and "keras-tpugan train " in quiet.stdout
+    assert "absl::InitializeLog" not in quiet.stderr
+    assert "cuda" not in quiet.stderr.lower()
+    loud = run("--verbose", **env)
+    assert "examples:" in loud.stdout
+    # With --verbose TensorFlow speaks as usual (on this CPU-only machine at
+    # least its start-up notice).
+    assert "absl::InitializeLog" in loud.stderr or "cuda" in loud.stderr.lower()
 
 
 def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier_dir):

@@ -63,7 +63,7 @@ def test_shuffle_order_is_a_function_of_seed_and_epoch():
     np.testing.assert_array_equal(first_a, next(iter(a)).numpy())
     assert int(a.cardinality()) == 4000 // 32
     with pytest.raises(ValueError, match="Expected an integer epoch"):
-        data.set_epoch(a, 1)
+        data.set_epoch(a)  # the old (dataset, epoch) form
 
 
 def test_auto_falls_back_to_the_offline_subset_and_says_so(monkeypatch, caplog):

@@ -13,16 +13,15 @@ SMOKE = TrainConfig.preset("smoke")
 
 
 def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
-    kwargs.setdefault("batch_sizes", [32, 64])
-    return tuning.GANHyperModel(
-        config,
+    settings = dict(
+        batch_sizes=[32, 64],
         strategy=distribute.get_strategy("cpu", num_replicas=1),
         image_budget=640,
         evaluations=2,
         quality_images=200,
         classifier_dir=classifier_dir,
-        **kwargs,
     )
+    return tuning.GANHyperModel(config, **(settings | kwargs))
 
 
 def test_grid_search_over_two_batch_sizes(tmp_path, classifier_dir):
