@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_tpugan import distribute, penalties, precision
 from keras_tpugan import losses as losses_module
+from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.trainers import BackendGANStep
 from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED
 
@@ -429,55 +430,6 @@ def _empty_dataset_error():
         "nothing: check its size against the batch size (batches are "
         "dropped when `drop_remainder=True`)."
     )
-
-
-def seeded_latents(num, latent_dim, seed):
-    """Latents for `generate` and the sample grids, the same on every backend.
-
-    Drawn with TensorFlow's stateless RNG (TensorFlow is installed with
-    either backend, for `tf.data`), so a seed gives the same images from a
-    generator on TensorFlow and on JAX.
-
-    Args:
-        num: Number of latents.
-        latent_dim: Size of each.
-        seed: An int, or a pair of ints.
-
-    Returns:
-        A float32 numpy array of shape `(num, latent_dim)`.
-    """
-    seed = [seed, 0] if np.ndim(seed) == 0 else list(seed)
-    return tf.random.stateless_normal([num, latent_dim], seed=seed).numpy()
-
-
-def class_labels(labels, num, num_classes):
-    """Checks (or makes) the class labels of `num` generated images.
-
-    Args:
-        labels: Labels of shape `(num,)`, or None: `0, 1, ...,
-            num_classes - 1, 0, 1, ...` for a conditional model.
-        num: Number of images.
-        num_classes: Classes of the model, None when unconditional.
-
-    Returns:
-        An int32 numpy array of shape `(num,)`, or None when unconditional.
-    """
-    if num_classes is None:
-        if labels is not None:
-            raise ValueError(
-                "Received `labels` but the model is not class-conditional "
-                "(num_classes=None). Drop the labels."
-            )
-        return None
-    if labels is None:
-        return (np.arange(num) % num_classes).astype("int32")
-    labels = np.asarray(labels).reshape(-1)
-    if labels.shape[0] != num or labels.min() < 0 or labels.max() >= num_classes:
-        raise ValueError(
-            f"Expected {num} labels in [0, {num_classes}). Received: "
-            f"{labels.shape[0]} labels in [{labels.min()}, {labels.max()}]."
-        )
-    return labels.astype("int32")
 
 
 def _with_callback(callbacks, first):

@@ -5,7 +5,8 @@ import os
 import keras
 
 from keras_tpugan import images as images_lib
-from keras_tpugan.gan import GAN, class_labels, seeded_latents
+from keras_tpugan.gan import GAN
+from keras_tpugan.latents import class_labels, seeded_latents
 
 
 def load_generator(path):

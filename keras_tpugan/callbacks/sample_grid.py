@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_tpugan import images as images_lib
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
-from keras_tpugan.gan import seeded_latents
+from keras_tpugan.latents import seeded_latents
 
 
 class SampleGrid(GANCallback):

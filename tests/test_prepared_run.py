@@ -1,0 +1,53 @@
+"""`prepare`: the one set-up that train, sweep, tune and bench share."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tpugan import distribute
+from keras_tpugan.config import TrainConfig
+from keras_tpugan.prepared_run import PreparedRun, prepare
+
+pytestmark = pytest.mark.both_backends
+
+SMOKE = TrainConfig.preset("smoke")
+
+
+def test_prepare_seeds_applies_precision_loads_and_counts():
+    config = dataclasses.replace(SMOKE, precision="mixed_bfloat16", batch_size=128)
+    strategy = distribute.get_strategy("cpu", num_replicas=2)
+    run = prepare(config, strategy)
+    assert isinstance(run, PreparedRun) and run.config is config
+    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    assert run.replicas == 2 and run.strategy is strategy
+    assert run.info["source"] == "offline" and run.info["num_examples"] == 4000
+    assert run.steps_per_epoch == 4000 // 128
+    assert run.dataset.element_spec.shape.as_list() == [128, 28, 28, 1]
+    gan = run.build_gan()
+    assert gan.generator.dtype_policy.name == "mixed_bfloat16"
+    assert gan.latent_dim == config.latent_dim and gan.seed == config.seed
+
+
+def test_prepare_seeds_the_weights():
+    first = prepare(SMOKE).build_gan().generator.get_weights()
+    second = prepare(SMOKE).build_gan().generator.get_weights()
+    other = prepare(dataclasses.replace(SMOKE, seed=1)).build_gan()
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], other.generator.get_weights()[0])
+
+
+def test_prepare_takes_arrays_in_place_of_the_dataset():
+    images = np.zeros((70, 28, 28, 1), "float32")
+    run = prepare(SMOKE, data=images)
+    assert run.info["source"] == "numpy" and run.steps_per_epoch == 70 // 64
+
+
+def test_prepare_refuses_what_cannot_run():
+    with pytest.raises(ValueError, match="Expected a keras_tpugan.config.TrainConfig"):
+        prepare({"batch_size": 64})
+    four = distribute.get_strategy("cpu", num_replicas=4)
+    with pytest.raises(ValueError, match="divisible by the 4 replica"):
+        prepare(dataclasses.replace(SMOKE, batch_size=30), four)
