@@ -162,10 +162,12 @@ def _parser():
         "--lr-scaling", default="linear", help="none, linear (default) or sqrt"
     )
     tune.add_argument(
-        "--tuner", choices=("grid", "random", "bayesian", "hyperband"), default="grid"
+        "--tuner", default="grid", help="grid (default), random, bayesian, hyperband"
     )
     tune.add_argument(
-        "--objective", choices=("fcd", "time_to_fcd", "images_per_sec"), default="fcd"
+        "--objective",
+        default="fcd",
+        help="fcd (default), time_to_fcd or images_per_sec",
     )
     tune.add_argument(
         "--image-budget", type=int, default=64_000, help="images seen per trial"

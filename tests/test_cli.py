@@ -167,6 +167,23 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert "divisible by the 4 replica" in err and "\n" not in err
+    # Choices are checked once, by the library, and reported the same way.
+    tune = ["tune", "--preset", "smoke", "--batch-sizes", "64", "--out", str(tmp_path)]
+    assert cli.main([*tune, "--tuner", "annealing"]) == 2
+    assert "Expected tuner in" in capsys.readouterr().err
+    assert cli.main([*tune, "--objective", "fid"]) == 2
+    assert "Expected objective in" in capsys.readouterr().err
+    sweep = [
+        "sweep",
+        "--preset",
+        "smoke",
+        "--batch-sizes",
+        "64",
+        "--out",
+        str(tmp_path),
+    ]
+    assert cli.main([*sweep, "--lr-scaling", "cubic"]) == 2
+    assert "Expected lr_scaling in" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["train", "sweep", "tune", "sample", "bench"])
