@@ -52,6 +52,7 @@ def test_loss_curves_write_csv_and_png(tmp_path):
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert set(rows[0]) == {
         "epoch",
+        "loss",
         "d_loss",
         "g_loss",
         "d_real",
@@ -128,6 +129,7 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
     assert len(rows) == 2
     assert set(rows[0]) == {
         "epoch",
+        "loss",
         "d_loss",
         "g_loss",
         "d_real",
@@ -259,3 +261,18 @@ def test_sample_grid_writes_tensorboard_images(tmp_path):
     )
     accumulator.Reload()
     assert [event.step for event in accumulator.Tensors("samples")] == [1, 2]
+
+
+def test_keras_terminate_on_nan_stops_at_the_first_nan_step():
+    gan = tiny_gan()
+    images = random_images(16)
+    images[8:12] = np.nan  # the 3rd of 4 batches
+    history = gan.fit(
+        batches(images, 4),
+        epochs=3,
+        verbose=0,
+        callbacks=[keras.callbacks.TerminateOnNaN()],
+    )
+    # `loss` = d_loss + g_loss is in the logs, so Keras's callback sees it.
+    assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 3
+    assert len(history.epoch) == 1 and np.isnan(history.history["loss"][0])

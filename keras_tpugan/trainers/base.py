@@ -25,6 +25,8 @@ The contract between the GAN and its step:
   `keras.ops` and `stateless_call` on variable VALUES so that each backend
   differentiates it with its own autodiff: `discriminator_objective`,
   `generator_objective`, the critic, the penalty and the EMA rate.
+- The step logs the trackers' values and `loss = d_loss + g_loss`
+  (`with_total_loss`), the key Keras's own callbacks look for.
 - A backend step implements `train_step`, the `strategy` property and
   `compile_step(jit_compile, steps_per_execution, **kwargs)`, which
   `GAN.compile` calls once the optimizers are set and which must call
@@ -144,6 +146,16 @@ class GANStep:
         early averages must not hold on to the random initial weights.
         """
         return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+
+    def with_total_loss(self, logs):
+        """`logs` with `loss = d_loss + g_loss` added.
+
+        Keras's own callbacks (`TerminateOnNaN`, the progress bar, `monitor`
+        defaults) look for a `loss`; it is the epoch mean of the two
+        networks' losses summed, NaN as soon as either is.
+        """
+        logs["loss"] = logs["d_loss"] + logs["g_loss"]
+        return logs
 
     def unpack_batch(self, data):
         """`(images, labels)` of a batch, checked, as float32 and int32."""

@@ -125,7 +125,7 @@ class JAXGANStep(GANStep):
             values.extend(own)
             start += count
         state.set("metrics", values)
-        return logs
+        return self.with_total_loss(logs)
 
     def _draw_noise(self, step, stream, global_batch):
         """Latents (and WGAN-GP weights) for the whole global batch.

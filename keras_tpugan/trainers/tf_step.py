@@ -102,7 +102,7 @@ class TensorFlowGANStep(GANStep):
         stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
         for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
             tracker.update_state(value, sample_weight=global_batch)
-        logs = {t.name: t.result() for t in self.trackers}
+        logs = self.with_total_loss({t.name: t.result() for t in self.trackers})
         if isinstance(
             self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
         ):
