@@ -433,15 +433,25 @@ def _empty_dataset_error():
 
 
 def _with_callback(callbacks, first):
-    """`callbacks` (a list or a `CallbackList`) with `first` put first."""
+    """`callbacks` (a list or a `CallbackList`) ordered to run as `fit` needs.
+
+    `first`, then the callbacks that add to the logs (a `log_order`, lowest
+    first), then the others in their given order.
+    """
+
+    def ordered(items):
+        producers = [c for c in items if getattr(c, "log_order", None) is not None]
+        producers.sort(key=lambda c: c.log_order)
+        return [first, *producers, *(c for c in items if c not in producers)]
+
     if isinstance(callbacks, keras.callbacks.CallbackList):
         # With History, which `fit` returns (Keras adds it to plain lists only).
         merged = keras.callbacks.CallbackList(
-            [first, *callbacks.callbacks], add_history=True, model=callbacks.model
+            ordered(callbacks.callbacks), add_history=True, model=callbacks.model
         )
         merged.set_params(callbacks.params)
         return merged
-    return [first, *(callbacks or [])]
+    return ordered(list(callbacks or []))
 
 
 class _DataEpoch(keras.callbacks.Callback):

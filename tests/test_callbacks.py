@@ -148,7 +148,7 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
     assert history.history["classifier_score_real"][-1] > 9.0
 
 
-def test_quality_metrics_every_n_epochs_logs_nan_between(classifier_dir):
+def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp_path):
     gan = tiny_gan()
     quality = ktg.callbacks.QualityMetrics(
         every_n_epochs=2,
@@ -157,11 +157,49 @@ def test_quality_metrics_every_n_epochs_logs_nan_between(classifier_dir):
         real_images=random_images(100),
         held_out_images=random_images(100, seed=1),
     )
-    history = gan.fit(
-        batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality]
+    seen, weights = [], []
+
+    def record(epoch, logs):
+        seen.append(dict(logs))
+        weights.append(gan.generator.get_weights())
+
+    # Keras's "best" logic, listed BEFORE QualityMetrics: fit runs the
+    # callbacks that add to the logs first, so these see the scores.
+    stopping = keras.callbacks.EarlyStopping("fcd", mode="min", patience=10)
+    checkpoint = keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "best.weights.h5"),
+        monitor="fcd",
+        mode="min",
+        save_best_only=True,
+        save_weights_only=True,
     )
+    history = gan.fit(
+        batches(random_images(8), 4),
+        epochs=4,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.LambdaCallback(on_epoch_end=record),
+            stopping,
+            checkpoint,
+            ktg.callbacks.LossCurves(tmp_path, show=False),
+            quality,
+        ],
+    )
+    # Scored after epochs 2 and 4; the others log the worst values.
     fcd = history.history["fcd"]
-    assert np.isnan(fcd[0]) and np.isfinite(fcd[1]) and np.isfinite(fcd[2])
+    assert [s["fcd"] for s in seen] == fcd
+    assert fcd[0] == fcd[2] == np.inf and np.isfinite(fcd[1]) and np.isfinite(fcd[3])
+    assert seen[0]["classifier_score"] == -np.inf and seen[0]["kid"] == np.inf
+    assert np.isfinite(seen[0]["fcd_real_floor"])
+    best = int(np.argmin(fcd))
+    assert best in (1, 3) and stopping.best == fcd[best]
+    # The checkpoint holds the best scored epoch's weights.
+    gan.load_weights(tmp_path / "best.weights.h5")
+    for a, b in zip(gan.generator.get_weights(), weights[best], strict=True):
+        np.testing.assert_array_equal(a, b)
+    with open(tmp_path / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["fcd"]) for r in rows] == pytest.approx(fcd)
 
 
 def _rgb_gan():

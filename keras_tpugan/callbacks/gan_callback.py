@@ -15,9 +15,16 @@ class GANCallback(keras.callbacks.Callback):
     and that `directory` can be written (so a bad path fails before an hour
     of training, not after). Only the chief writes files.
 
+    Callbacks that add values to the logs set `log_order` (an int): `GAN.fit`
+    runs them first, in that order, before every other callback whatever
+    the order of the list, so the others (History, EarlyStopping, a CSV
+    logger, ...) see the values in the same epoch.
+
     Args:
         directory: Output directory, created if missing (None: no files).
     """
+
+    log_order = None
 
     def __init__(self, directory=None):
         super().__init__()

@@ -75,18 +75,26 @@ class LossCurves(GANCallback):
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger adds empty val_* columns when there is
-        # no validation data, which a GAN never has: write the rows here.
+        # no validation data, which a GAN never has, and fixes its columns
+        # at the first epoch, before a metric scored every few epochs first
+        # appears: write the rows here, adding columns as keys appear.
         path = self.path("history.csv")
+        rows, header = [], ["epoch"]
         if os.path.exists(path) and os.path.getsize(path) > 0:
             with open(path, newline="") as f:
-                header = next(csv.reader(f))
-        else:
-            header = ["epoch", *sorted(logs)]
-            with open(path, "w", newline="") as f:
-                csv.writer(f).writerow(header)
-        with open(path, "a", newline="") as f:
-            row = {**logs, "epoch": epoch + 1}
-            csv.writer(f).writerow([row.get(k, "") for k in header])
+                reader = csv.DictReader(f)
+                rows, header = list(reader), list(reader.fieldnames)
+        row = {**logs, "epoch": epoch + 1}
+        new = sorted(k for k in row if k not in header)
+        if rows and not new:
+            with open(path, "a", newline="") as f:
+                csv.writer(f).writerow([row.get(k, "") for k in header])
+            return
+        header += new
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=header, restval="")
+            writer.writeheader()
+            writer.writerows([*rows, row])
 
     def figure(self):
         """Returns the learning-curve figure (a matplotlib `Figure`)."""

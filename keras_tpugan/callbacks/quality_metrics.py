@@ -15,6 +15,15 @@ NAMES = {
 }
 
 
+# What an unscored epoch logs: the worst value of each score.
+UNSCORED = {
+    "fcd": float("inf"),
+    "fid": float("inf"),
+    "kid": float("inf"),
+    "classifier_score": float("-inf"),
+}
+
+
 class QualityMetrics(GANCallback):
     """Scores generated images every few epochs and logs the scores.
 
@@ -35,8 +44,14 @@ class QualityMetrics(GANCallback):
     downloaded once).
 
     The values join the epoch logs (so History, CSV files, TensorBoard,
-    `EarlyStopping` and keras-tuner can use them); epochs that are not
-    scored log NaN.
+    `EarlyStopping`, `ModelCheckpoint(save_best_only=True)` and keras-tuner
+    can use them). An epoch that is not scored logs the worst value each
+    score can take, which no "best" logic picks: `fcd`, `fid` and `kid`
+    `inf`, `classifier_score` `-inf` (the real-data floors are logged every
+    epoch). Give those callbacks `mode="min"` for `fcd`, `fid` and `kid`,
+    `mode="max"` for `classifier_score`. `GAN.fit` runs this callback
+    before the user's callbacks, whatever the order of the list, so they
+    all see the scores of the epoch.
 
     Args:
         every_n_epochs: Score after every `every_n_epochs` epochs (and after
@@ -60,6 +75,8 @@ class QualityMetrics(GANCallback):
     history.history["fcd"][-1]
     ```
     """
+
+    log_order = 1  # after Throughput, before the user's callbacks
 
     def __init__(
         self,
@@ -138,11 +155,18 @@ class QualityMetrics(GANCallback):
         return metrics.classifier_outputs(self.classifier, images)
 
     def on_epoch_end(self, epoch, logs=None):
-        scores = dict.fromkeys(NAMES[self.features], float("nan"))
+        if logs is None:
+            return
         if self.due(epoch, self.every_n_epochs):
-            scores.update(self.score())
-        if logs is not None:
-            logs.update(scores)
+            logs.update(self.score())
+            return
+        # Unscored: the worst value each score can take, never a "best".
+        # (NaN was taken as the best by EarlyStopping; a missing key makes
+        # ModelCheckpoint(save_best_only=True) save the unscored epoch.)
+        logs.update(
+            {name: UNSCORED[name] for name in NAMES[self.features] if name in UNSCORED}
+        )
+        logs.update(self.floor)
 
     def score(self):
         """Scores `num_images` images from the GAN now.

@@ -26,6 +26,10 @@ class Throughput(GANCallback):
     ```
     """
 
+    # Runs first of all: its epoch time then holds the training alone, not
+    # the other callbacks' work (scoring, grids).
+    log_order = 0
+
     def __init__(self, global_batch_size):
         super().__init__(None)
         if (
