@@ -473,8 +473,11 @@ class _DataEpoch(keras.callbacks.Callback):
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):
-    g_inputs = getattr(generator, "inputs", None)
-    d_inputs = getattr(discriminator, "inputs", None)
+    g_inputs = _defined_inputs("generator", generator, f"keras.Input(({latent_dim},))")
+    d_inputs = _defined_inputs(
+        "discriminator", discriminator, "keras.Input(image_shape)"
+    )
+    _check_logits(discriminator)
     expected = 1 if num_classes is None else 2
     for name, inputs, what in (
         ("generator", g_inputs, "[latents, labels]"),
@@ -496,4 +499,28 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
         raise ValueError(
             f"Expected latent_dim to match the generator's input size "
             f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
+        )
+
+
+def _defined_inputs(name, model, first_layer):
+    try:
+        return model.inputs
+    except AttributeError as e:
+        raise ValueError(
+            f"Expected a {name} with defined inputs. Received: "
+            f"{type(model).__name__} {model.name!r}, which has none yet ({e}). "
+            f"Start it with `{first_layer}` (for a Sequential model), or build "
+            "it as a functional model."
+        ) from e
+
+
+def _check_logits(discriminator):
+    last = discriminator.layers[-1] if discriminator.layers else None
+    activation = getattr(getattr(last, "activation", None), "__name__", None)
+    if activation in ("sigmoid", "softmax"):
+        raise ValueError(
+            "Expected a discriminator that outputs logits (no final "
+            f"activation). Received: its last layer {last.name!r} applies "
+            f"{activation}. Remove that activation: the losses apply the "
+            "sigmoid themselves, in float32."
         )

@@ -298,6 +298,29 @@ def test_latent_dim_must_match_the_generator():
         )
 
 
+def test_models_without_inputs_or_with_a_sigmoid_are_refused():
+    discriminator = ktg.models.dcgan_discriminator(width=8)
+    no_inputs = keras.Sequential([keras.layers.Dense(28 * 28)])
+    with pytest.raises(ValueError, match=r"generator with defined inputs.*keras.Input"):
+        ktg.GAN(no_inputs, discriminator, latent_dim=LATENT)
+    generator = ktg.models.dcgan_generator(latent_dim=LATENT, width=8)
+    for last in (
+        keras.layers.Dense(1, activation="sigmoid"),
+        keras.layers.Activation("softmax"),
+    ):
+        squashed = keras.Sequential(
+            [keras.Input((28, 28, 1)), keras.layers.Flatten(), last]
+        )
+        with pytest.raises(
+            ValueError, match="outputs logits.*applies (sigmoid|softmax)"
+        ):
+            ktg.GAN(generator, squashed, latent_dim=LATENT)
+    logits = keras.Sequential(
+        [keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(1)]
+    )
+    assert ktg.GAN(generator, logits, latent_dim=LATENT).discriminator is logits
+
+
 def test_unknown_loss_and_penalty_names_are_refused():
     with pytest.raises(ValueError, match="Expected `loss` to be one of"):
         tiny_gan(compile_kwargs={"loss": "nonsaturating"})
