@@ -4,8 +4,9 @@ Each subcommand parses its arguments into a `TrainConfig` (or typed
 arguments) and calls one importable function (`train.train`,
 `sweep.run_sweep`, `tuning.search_batch_size`, `sample.sample_grid`,
 `bench.throughput_matrix`), which notebooks call too. Errors are one line.
-TensorFlow's native start-up logs are silenced (see `keras_tpugan.__init__`)
-unless `--verbose` or `KERAS_TPUGAN_VERBOSE=1` is given.
+TensorFlow's native start-up logs are silenced (see
+`keras_tpugan.native_logs`) unless `--verbose` or `KERAS_TPUGAN_VERBOSE=1`
+is given.
 """
 
 import argparse

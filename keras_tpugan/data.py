@@ -5,6 +5,7 @@ Every loader returns a `tf.data.Dataset` of float32 images in [-1, 1]
 `drop_remainder=True` (a fixed global batch, as replicas need) and prefetched.
 """
 
+import functools
 import logging
 import os
 import socket
@@ -152,20 +153,14 @@ def current_epoch():
     return int(_epoch_variable().numpy())
 
 
-_EPOCH = []
-
-
+@functools.cache
 def _epoch_variable():
     # One variable per process, created on first use (creating it at import
     # would start TensorFlow before a caller can split the CPU into logical
     # devices). The shuffle reads it inside the tf.data graph, so datasets
     # derived from a `load_images` dataset keep following it.
-    if not _EPOCH:
-        with tf.init_scope():
-            _EPOCH.append(
-                tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
-            )
-    return _EPOCH[0]
+    with tf.init_scope():
+        return tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
 
 
 def _shuffle_by_epoch(ds, window, seed):

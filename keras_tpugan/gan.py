@@ -247,7 +247,7 @@ class GAN(BackendGANStep, keras.Model):
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
         epochs_begun = _DataEpoch()
-        kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), epochs_begun)
+        kwargs["callbacks"] = _ordered_callbacks(kwargs.get("callbacks"), epochs_begun)
         # On JAX, Keras shards the data over the distribution in force: use
         # the GAN's own when `fit` is called outside its scope.
         scope = contextlib.nullcontext()
@@ -432,7 +432,7 @@ def _empty_dataset_error():
     )
 
 
-def _with_callback(callbacks, first):
+def _ordered_callbacks(callbacks, first):
     """`callbacks` (a list or a `CallbackList`) ordered to run as `fit` needs.
 
     `first`, then the callbacks that add to the logs (a `log_order`, lowest

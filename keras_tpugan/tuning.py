@@ -121,9 +121,9 @@ class GANHyperModel(kt.HyperModel):
         self.base_batch_size = base_batch_size or self.batch_sizes[0]
         # Every setting a trial uses is checked here, once, by TrainConfig
         # (and the batch against the replicas), before any trial runs.
-        for batch, rate in itertools.product(self.batch_sizes, self.learning_rates):
-            self._trial_config(batch, rate, lr_scaling)
         self.lr_scaling = lr_scaling
+        for batch, rate in itertools.product(self.batch_sizes, self.learning_rates):
+            self._trial_config(batch, rate)
         self.strategy = strategy or distribute.get_strategy(self.config.strategy)
         for batch in self.batch_sizes:
             distribute.check_global_batch(batch, self.strategy)
@@ -137,12 +137,12 @@ class GANHyperModel(kt.HyperModel):
         self.records = []
         self._run = None
 
-    def _trial_config(self, batch, rate, lr_scaling=None):
+    def _trial_config(self, batch, rate):
         return dataclasses.replace(
             self.config,
             batch_size=batch,
             learning_rate=rate,
-            lr_scaling=lr_scaling or self.lr_scaling,
+            lr_scaling=self.lr_scaling,
             base_batch_size=self.base_batch_size,
         )
 
@@ -233,13 +233,13 @@ class _TimeToTarget(keras.callbacks.Callback):
         super().__init__()
         self.speed, self.target_fcd = speed, target_fcd
         self.time_cap = None  # set: stop at the target or past the cap
-        self.curve, self.reached, self._images = [], None, 0
+        self.curve, self.reached = [], None
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self.speed.total_seconds
-        self._images += self.params["steps"] * self.speed.global_batch_size
+        images = (epoch + 1) * self.params["steps"] * self.speed.global_batch_size
         fcd = logs["fcd"]
-        self.curve.append((seconds, self._images, fcd))
+        self.curve.append((seconds, images, fcd))
         if self.reached is None and fcd <= self.target_fcd:
             self.reached = seconds
         if self.time_cap is not None and (

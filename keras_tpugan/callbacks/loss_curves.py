@@ -79,18 +79,20 @@ class LossCurves(GANCallback):
         # at the first epoch, before a metric scored every few epochs first
         # appears: write the rows here, adding columns as keys appear.
         path = self.path("history.csv")
-        rows, header = [], ["epoch"]
+        header, rows = None, []
         if os.path.exists(path) and os.path.getsize(path) > 0:
             with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                rows, header = list(reader), list(reader.fieldnames)
+                header = next(csv.reader(f))
         row = {**logs, "epoch": epoch + 1}
-        new = sorted(k for k in row if k not in header)
-        if rows and not new:
+        new = sorted(k for k in row if k not in (header or ["epoch"]))
+        if header and not new:  # the usual epoch: one line appended
             with open(path, "a", newline="") as f:
                 csv.writer(f).writerow([row.get(k, "") for k in header])
             return
-        header += new
+        if header:  # a key appeared: the rows so far get the new columns
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+        header = (header or ["epoch"]) + new
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=header, restval="")
             writer.writeheader()
