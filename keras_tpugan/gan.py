@@ -1,14 +1,20 @@
 """`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
 
 import contextlib
+import re
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_tpugan import distribute, penalties, precision
+from keras_tpugan import data as data_lib
+from keras_tpugan import directions, distribute, penalties, precision
 from keras_tpugan import losses as losses_module
+from keras_tpugan.augment import DiffAugment
+from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
+from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.trainers import BackendGANStep
 from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED
@@ -67,6 +73,20 @@ class GAN(BackendGANStep, keras.Model):
             averages forget the random initial weights). `generate` (and so
             the sample grids and quality metrics) uses it; it is saved with
             the GAN.
+        ema_halflife_images: Instead of `ema_decay`: the average's
+            half-life in images (StyleGAN2-ADA's `ema_kimg`), so it spans the
+            same number of images at any batch size: the decay per step of
+            a global batch `b` is `0.5 ** (b / half_life)`.
+        ema_rampup: With `ema_halflife_images`, the half-life is at most
+            `ema_rampup` times the images seen so far (None: no ramp-up), so
+            early averages forget the random initial weights.
+        augment: A `keras_tpugan.DiffAugment` (or a policy string such as
+            `"translation,cutout"`): real and generated images reach the
+            discriminator through the same random, differentiable
+            transformations, in both networks' updates. With
+            `adaptive=True`, the probability is the GAN's
+            `augment_probability` weight, logged as `augment_p` and the
+            mean sign of the real logits as `d_real_sign`.
         **kwargs: Passed to `keras.Model` (for example `name`).
 
     Example:
@@ -105,6 +125,9 @@ class GAN(BackendGANStep, keras.Model):
         penalty_weight=None,
         seed=0,
         ema_decay=None,
+        ema_halflife_images=None,
+        ema_rampup=0.05,
+        augment=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -133,8 +156,11 @@ class GAN(BackendGANStep, keras.Model):
                 f"ema_decay={ema_decay}."
             )
         self.ema_decay = None if ema_decay is None else float(ema_decay)
+        self.ema_halflife_images, self.ema_rampup = _check_halflife(
+            ema_decay, ema_halflife_images, ema_rampup
+        )
         self.ema_generator = None
-        if ema_decay is not None:
+        if ema_decay is not None or ema_halflife_images is not None:
             # Keras has no separate moving-average copy of a model (the
             # optimizers' `use_ema` overwrites the weights at the end of fit).
             self.ema_generator = keras.models.clone_model(generator)
@@ -150,8 +176,29 @@ class GAN(BackendGANStep, keras.Model):
             trainable=False,
             aggregation="only_first_replica",
         )
+        if isinstance(augment, str):
+            augment = DiffAugment(augment)
+        if augment is not None and not isinstance(augment, DiffAugment):
+            raise ValueError(
+                "Expected `augment` to be a keras_tpugan.DiffAugment, a policy "
+                f"string or None. Received: augment={augment!r}."
+            )
+        self.augment = augment
+        if augment is not None:
+            augment.check_images(generator.output_shape[1:])
+            self.augment_probability = self.add_weight(
+                name="augment_probability",
+                shape=(),
+                dtype="float32",
+                initializer=keras.initializers.Constant(augment.probability),
+                trainable=False,
+                aggregation="only_first_replica",
+            )
         d_logged = D_LOGGED if gradient_penalty else D_LOGGED[:-1]
+        if augment is not None and augment.adaptive:
+            d_logged = d_logged + ("d_real_sign",)
         self.trackers = [keras.metrics.Mean(name=n) for n in d_logged + G_LOGGED]
+        self._warned_range = False
         self.built = True
 
     # ------------------------------------------------------------------ API
@@ -162,7 +209,9 @@ class GAN(BackendGANStep, keras.Model):
 
     @property
     def metrics(self):
-        return list(self.trackers)
+        # The trackers, then (stateless) the directions of the quality
+        # scores, so Keras's callbacks with mode="auto" know fcd is a "min".
+        return list(self.trackers) + directions.declarations(tuple(DIRECTIONS.items()))
 
     def compile(
         self,
@@ -177,8 +226,14 @@ class GAN(BackendGANStep, keras.Model):
 
         Args:
             generator_optimizer: A `keras.optimizers.Optimizer` (default:
-                Adam(2e-4, beta_1=0.5)).
-            discriminator_optimizer: Likewise, for the discriminator.
+                Adam(2e-4, beta_1=0.5)). An unnamed one is renamed
+                `"generator_optimizer"`, the name Keras's learning-rate
+                callbacks log it under.
+            discriminator_optimizer: Likewise, for the discriminator (a
+                different instance). `gan.optimizer` becomes a
+                `keras_tpugan.GANOptimizer` holding both, which Keras's
+                callbacks (`ReduceLROnPlateau`, `LearningRateScheduler`,
+                `SwapEMAWeights`) drive like a plain model's optimizer.
             loss: `"non_saturating"`, `"hinge"`, `"wasserstein"`,
                 `"least_squares"` or a `keras_tpugan.losses.AdversarialLoss`.
             jit_compile: `True` compiles the per-replica gradient
@@ -209,14 +264,24 @@ class GAN(BackendGANStep, keras.Model):
                 f"Received: jit_compile={jit_compile!r}."
             )
         self.adversarial_loss = losses_module.get(loss)
-        self.generator_optimizer = self._prepare_optimizer(generator_optimizer)
-        self.discriminator_optimizer = self._prepare_optimizer(discriminator_optimizer)
-        # `fit` builds only `self.optimizer`: build both here, in the
-        # strategy's scope, so their variables are not created while tracing.
+        self.generator_optimizer = self._prepare_optimizer(
+            generator_optimizer, "generator_optimizer"
+        )
+        self.discriminator_optimizer = self._prepare_optimizer(
+            discriminator_optimizer, "discriminator_optimizer"
+        )
+        optimizer = GANOptimizer(
+            self.generator_optimizer,
+            self.discriminator_optimizer,
+            generator_variables=self.generator.trainable_variables,
+        )
+        # Built here, in the strategy's scope, so that no optimizer variable
+        # is created while Keras traces the step.
         with self.strategy_scope():
             self.generator_optimizer.build(self.generator.trainable_variables)
             self.discriminator_optimizer.build(self.discriminator.trainable_variables)
-        self.compile_step(jit_compile, steps_per_execution, **kwargs)
+            optimizer.build(self.trainable_variables)
+        self.compile_step(optimizer, jit_compile, steps_per_execution, **kwargs)
         self._gan_compile_config = {
             "loss": keras.saving.serialize_keras_object(self.adversarial_loss),
             "jit_compile": jit_compile,
@@ -243,18 +308,19 @@ class GAN(BackendGANStep, keras.Model):
         Returns:
             A `keras.callbacks.History`.
         """
-        self._check_fit_input(x, batch_size)
+        self._check_fit_input(x, y, batch_size)
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
         epochs_begun = _DataEpoch()
         kwargs["callbacks"] = _ordered_callbacks(kwargs.get("callbacks"), epochs_begun)
-        # On JAX, Keras shards the data over the distribution in force: use
-        # the GAN's own when `fit` is called outside its scope.
-        scope = contextlib.nullcontext()
-        if keras.distribution.distribution() is None:
-            scope = distribute.scope(self._distribution)
+        validation = kwargs.get("validation_data")
+        if validation is not None:
+            if isinstance(validation, tuple):
+                self._check_first_batch(*validation[:2])
+            else:
+                self._check_first_batch(validation, None)
         try:
-            with scope:
+            with self._distribution_scope():
                 history = super().fit(
                     x, y, batch_size=batch_size, epochs=epochs, **kwargs
                 )
@@ -267,6 +333,43 @@ class GAN(BackendGANStep, keras.Model):
         if epochs_begun.count and not self._images_seen_this_epoch():
             raise _empty_dataset_error()
         return history
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Evaluates the GAN on held-out real images; see `keras.Model.evaluate`.
+
+        Runs `test_step`: both losses and the mean discriminator outputs on
+        the real images given and on as many generated ones, with the
+        networks in inference mode and latents fixed by each example's
+        position in the data (so two evaluations of the same data agree),
+        nothing trained. `fit(..., validation_data=...)` logs the same
+        values as `val_d_loss`, `val_d_real`, `val_d_fake`, `val_g_loss`
+        (and `val_penalty`, `val_loss`): a `d_real` that keeps rising while
+        `val_d_real` does not is the discriminator memorizing its training
+        images.
+
+        Args:
+            x: A `tf.data.Dataset` of images or `(images, labels)` batches,
+                or an array of images.
+            y: Labels when `x` is an array (conditional GAN).
+            batch_size: Global batch size when `x` is an array.
+            **kwargs: Other `keras.Model.evaluate` arguments
+                (`return_dict`, `steps`, `callbacks`, `verbose`).
+
+        Returns:
+            As `keras.Model.evaluate`: the loss, or a dict with
+            `return_dict=True`.
+        """
+        if not kwargs.get("_use_cached_eval_dataset"):  # not from `fit`
+            self._check_fit_input(x, y, batch_size)
+        with self._distribution_scope():
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+    def _distribution_scope(self):
+        # On JAX, Keras shards the data over the distribution in force: use
+        # the GAN's own when called outside its scope.
+        if keras.distribution.distribution() is None:
+            return distribute.scope(self._distribution)
+        return contextlib.nullcontext()
 
     def _images_seen_this_epoch(self):
         # The trackers weigh each step by its global batch.
@@ -341,11 +444,15 @@ class GAN(BackendGANStep, keras.Model):
     def _labels_for(self, labels, n):
         return class_labels(labels, n, self.num_classes)
 
-    def _prepare_optimizer(self, optimizer):
+    def _prepare_optimizer(self, optimizer, role):
         if optimizer is None:
             optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)
         if isinstance(optimizer, (str, dict)):
             optimizer = keras.optimizers.get(optimizer)
+        if _has_default_name(optimizer):
+            # Keras's learning-rate callbacks log `learning_rate_<name>`:
+            # "adam_10" would not say which network it trains.
+            optimizer.name = role
         needs_scaling = precision.needs_loss_scaling(
             self.generator.dtype_policy
         ) or precision.needs_loss_scaling(self.discriminator.dtype_policy)
@@ -356,7 +463,7 @@ class GAN(BackendGANStep, keras.Model):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         return optimizer
 
-    def _check_fit_input(self, x, batch_size):
+    def _check_fit_input(self, x, y, batch_size):
         replicas = distribute.num_replicas(self.strategy)
         if isinstance(x, tf.data.Dataset):
             if int(x.cardinality()) == 0:
@@ -379,6 +486,36 @@ class GAN(BackendGANStep, keras.Model):
             global_batch = batch_size or 32
         if global_batch is not None:
             distribute.check_global_batch(global_batch, self.strategy)
+        self._check_first_batch(x, y)
+
+    def _check_first_batch(self, x, y):
+        """Checks the data's conventions once, on its first batch only.
+
+        Nothing is checked per step (an accelerator would pay for it);
+        `load_images` data is not looked at (it is made to the conventions).
+        Reading one batch of a dataset with `.cache()` upstream is safe:
+        TensorFlow discards a partly filled cache rather than truncate it.
+        """
+        if isinstance(x, tf.data.Dataset):
+            if data_lib.is_normalized(x):
+                return
+            try:
+                batch = next(iter(x.take(1)))
+            except StopIteration:
+                return  # empty: `fit` says so
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        if x is None or "int" in str(getattr(x, "dtype", "")):
+            return  # integer images are refused in the step, with the fix
+        images = keras.ops.convert_to_numpy(x)
+        if self.num_classes is not None and y is not None:
+            _check_labels(keras.ops.convert_to_numpy(y), self.num_classes)
+        if images.size and not self._warned_range:
+            low, high = float(np.nanmin(images)), float(np.nanmax(images))
+            # A batch of [-1, 1] images without one negative pixel is not
+            # plausible: it is [0, 1] data.
+            if low < -1.0 - _RANGE_SLACK or high > 1.0 + _RANGE_SLACK or low >= 0:
+                self._warned_range = True
+                warnings.warn(_range_message(low, high), stacklevel=3)
 
     # ------------------------------------------------------------ saving
 
@@ -395,13 +532,17 @@ class GAN(BackendGANStep, keras.Model):
             "penalty_weight": self.penalty_weight,
             "seed": self.seed,
             "ema_decay": self.ema_decay,
+            "ema_halflife_images": self.ema_halflife_images,
+            "ema_rampup": self.ema_rampup,
+            "augment": keras.saving.serialize_keras_object(self.augment),
         }
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        for key in ("generator", "discriminator"):
-            config[key] = keras.saving.deserialize_keras_object(config[key])
+        for key in ("generator", "discriminator", "augment"):
+            if config.get(key) is not None:
+                config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
 
     def get_compile_config(self):
@@ -455,7 +596,9 @@ def _ordered_callbacks(callbacks, first):
 
 
 class _DataEpoch(keras.callbacks.Callback):
-    """Keys the shuffle order of `load_images` data on the epoch; counts epochs.
+    """Keys the shuffle order of `load_images` data on the epoch; counts
+    epochs; logs both networks' learning rates (`g_learning_rate`,
+    `d_learning_rate`, the rates the epoch trained with).
 
     `data.set_epoch` is public: a loop that iterates the data by hand calls
     it itself.
@@ -466,10 +609,96 @@ class _DataEpoch(keras.callbacks.Callback):
         self.count = 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        from keras_tpugan import data
-
-        data.set_epoch(epoch)
+        data_lib.set_epoch(epoch)
         self.count += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        for prefix, optimizer in (
+            ("g", self.model.generator_optimizer),
+            ("d", self.model.discriminator_optimizer),
+        ):
+            rate = keras.ops.convert_to_numpy(optimizer.learning_rate)
+            logs[f"{prefix}_learning_rate"] = float(rate)
+
+
+def _check_halflife(ema_decay, halflife, rampup):
+    if halflife is None:
+        return None, None if rampup is None else float(rampup)
+    if ema_decay is not None:
+        raise ValueError(
+            "Expected one of `ema_decay` (per step) and `ema_halflife_images` "
+            f"(in images). Received: ema_decay={ema_decay} and "
+            f"ema_halflife_images={halflife}. Drop one."
+        )
+    if isinstance(halflife, bool) or not float(halflife) > 0:
+        raise ValueError(
+            "Expected `ema_halflife_images` > 0 (10000 is usual for MNIST). "
+            f"Received: ema_halflife_images={halflife!r}."
+        )
+    if rampup is not None and not float(rampup) > 0:
+        raise ValueError(
+            "Expected `ema_rampup` > 0 (0.05 is usual) or None. Received: "
+            f"ema_rampup={rampup!r}."
+        )
+    return float(halflife), None if rampup is None else float(rampup)
+
+
+# How far outside [-1, 1] images may stray (rounding) before fit warns.
+_RANGE_SLACK = 1e-3
+
+
+def _range_message(low, high):
+    if low >= 0.0 and high <= 1.0 + _RANGE_SLACK:
+        fix = "images in [0, 1]? Map `images * 2 - 1`"
+    elif low >= 0.0 and high <= 255.0 + _RANGE_SLACK:
+        fix = "0-255 pixels? Map `images / 127.5 - 1`"
+    else:
+        fix = "rescale them to [-1, 1]"
+    return (
+        "Expected images in [-1, 1], the range of the generator's tanh "
+        f"output. Received: a first batch in [{low:.4g}, {high:.4g}] ({fix}, "
+        "or load them with `keras_tpugan.data.load_images`, which scales "
+        "them). The discriminator can tell real from generated images by "
+        "their range alone."
+    )
+
+
+def _check_labels(labels, num_classes):
+    """Labels must be integer class ids in [0, num_classes), one per image."""
+    shape = labels.shape
+    if labels.ndim > 1 and not (labels.ndim == 2 and shape[1] == 1):
+        raise ValueError(
+            f"Expected integer class ids in [0, {num_classes}), one per image "
+            f"(shape (batch,)). Received: labels of shape {shape} (one-hot?). "
+            "Map `tf.argmax(labels, axis=-1)` over the dataset."
+        )
+    if labels.size == 0:
+        return
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+            raise ValueError(
+                f"Expected integer class ids in [0, {num_classes}). Received: "
+                f"label {bad.flat[0].item()!r} (dtype {labels.dtype}). Pass class ids, "
+                "for example `tf.cast(labels, 'int32')` of whole numbers."
+            )
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if outside.size:
+        raise ValueError(
+            f"Expected class ids in [0, {num_classes}) for num_classes="
+            f"{num_classes}. Received: label {outside.flat[0].item()!r}. Relabel the "
+            "data, or build the GAN with a larger num_classes."
+        )
+
+
+def _has_default_name(optimizer):
+    # Keras names an unnamed optimizer after its class in snake case
+    # ("adam", "adam_3", "adam_w"); it has no public helper for the rule.
+    default = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", type(optimizer).__name__)
+    default = re.sub(r"([a-z])([A-Z])", r"\1_\2", default).lower()
+    return re.fullmatch(rf"{default}(_\d+)?", optimizer.name) is not None
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):

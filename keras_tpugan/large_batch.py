@@ -42,7 +42,7 @@ def scaled_learning_rate(base_lr, batch_size, base_batch_size, rule):
     return base_lr * {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[rule]
 
 
-def make_optimizer(name, learning_rate, beta_1=0.5, warmup_steps=0):
+def make_optimizer(name, learning_rate, beta_1=0.5, warmup_steps=0, beta_2=0.999):
     """Builds one GAN optimizer by name, with an optional linear warm-up.
 
     Args:
@@ -52,6 +52,7 @@ def make_optimizer(name, learning_rate, beta_1=0.5, warmup_steps=0):
         learning_rate: The (already scaled) learning rate.
         beta_1: First-moment decay of Adam and LAMB.
         warmup_steps: Steps of linear warm-up (0: none).
+        beta_2: Second-moment decay of Adam and LAMB.
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -67,7 +68,7 @@ def make_optimizer(name, learning_rate, beta_1=0.5, warmup_steps=0):
         )
     rate = LinearWarmup(learning_rate, warmup_steps) if warmup_steps else learning_rate
     if name == "adam":
-        return keras.optimizers.Adam(rate, beta_1=beta_1)
+        return keras.optimizers.Adam(rate, beta_1=beta_1, beta_2=beta_2)
     if name == "lamb":
-        return keras.optimizers.Lamb(rate, beta_1=beta_1)
+        return keras.optimizers.Lamb(rate, beta_1=beta_1, beta_2=beta_2)
     return LARS(rate)

@@ -12,6 +12,8 @@ import keras
 from keras import layers
 
 NORMS = ("layer", "batch", "none")
+# The discriminator's: also spectral normalization of every weight layer.
+D_NORMS = ("none", "layer", "batch", "spectral")
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -61,7 +63,7 @@ def _base_side(side):
     )
 
 
-def _check(image_shape, width, norm, num_classes):
+def _check(image_shape, width, norm, num_classes, norms=NORMS):
     if len(image_shape) != 3 or image_shape[0] != image_shape[1]:
         raise ValueError(
             "Expected `image_shape` (height, width, channels) with height == "
@@ -74,8 +76,8 @@ def _check(image_shape, width, norm, num_classes):
             f"{image_shape[0]}x{image_shape[0]} images ({k} stride-2 layers "
             f"halve it). Received: width={width}."
         )
-    if norm not in NORMS:
-        raise ValueError(f"Expected `norm` in {NORMS}. Received: norm={norm!r}.")
+    if norm not in norms:
+        raise ValueError(f"Expected `norm` in {norms}. Received: norm={norm!r}.")
     if num_classes is not None and num_classes < 2:
         raise ValueError(
             f"Expected `num_classes` >= 2 or None. Received: num_classes={num_classes}."
@@ -158,8 +160,13 @@ def dcgan_discriminator(
         width: Filters of the widest (last) convolution.
         num_classes: If set, a projection discriminator (Miyato & Koyama,
             2018) with inputs `[images, labels]`.
-        norm: `"none"` (the default; required by WGAN-GP), `"layer"` or
-            `"batch"` (synchronized).
+        norm: `"none"` (the default), `"layer"`, `"batch"` (synchronized;
+            not with WGAN-GP) or `"spectral"`: every convolution and the
+            logit layer wrapped in `keras.layers.SpectralNormalization`
+            (Miyato et al., 2018), which bounds the discriminator's
+            Lipschitz constant (one power iteration per call; its vector
+            depends on the weights alone, so it is the same on every
+            replica).
         name: Model name.
 
     Returns:
@@ -171,16 +178,27 @@ def dcgan_discriminator(
     >>> d.output_shape
     (None, 1)
     """
-    _, k = _check(image_shape, width, norm, num_classes)
+    _, k = _check(image_shape, width, norm, num_classes, norms=D_NORMS)
+    spectral = norm == "spectral"
+
+    def weighted(layer):
+        return layers.SpectralNormalization(layer) if spectral else layer
+
     x = keras.Input(image_shape, name="images")
     h = x
     for i in reversed(range(k)):
-        h = layers.Conv2D(width // 2**i, 4, strides=2, padding="same")(h)
-        if i < k - 1:
+        conv = layers.Conv2D(width // 2**i, 4, strides=2, padding="same")
+        h = weighted(conv)(h)
+        if i < k - 1 and not spectral:
             h = _norm(norm)(h)
         h = layers.LeakyReLU(0.2)(h)
     h = layers.Flatten()(h)
-    logits = layers.Dense(1, dtype="float32", name="logits")(h)
+    if spectral:
+        logits = layers.SpectralNormalization(
+            layers.Dense(1, dtype="float32"), dtype="float32", name="logits"
+        )(h)
+    else:
+        logits = layers.Dense(1, dtype="float32", name="logits")(h)
     if num_classes is None:
         return keras.Model(x, logits, name=name)
     y = keras.Input((), dtype="int32", name="labels")

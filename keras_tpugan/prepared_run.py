@@ -1,6 +1,8 @@
 """`PreparedRun`: the one set-up of a run that train, sweep, tune and bench share."""
 
 import dataclasses
+import logging
+import os
 from typing import Any
 
 import keras
@@ -9,6 +11,8 @@ from keras_tpugan import data as data_lib
 from keras_tpugan import distribute, large_batch, models, precision
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.gan import GAN
+
+logger = logging.getLogger("keras_tpugan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +31,8 @@ class PreparedRun:
             `image_shape`, `num_classes`).
         steps_per_epoch: Batches per epoch (None when the size is unknown).
         replicas: Replicas the global batch is split over.
+        validation: The held-out `config.validation_split`, batched, for
+            `fit(..., validation_data=...)` (None without one).
 
     Example:
 
@@ -43,6 +49,7 @@ class PreparedRun:
     info: dict
     steps_per_epoch: int | None
     replicas: int
+    validation: Any = None
 
     def build_gan(self):
         """Builds and compiles the config's GAN in the strategy's scope.
@@ -109,14 +116,48 @@ def prepare(config, strategy=None, data=None):
         return_info=True,
     )
     steps = (info["num_examples"] or 0) // config.batch_size or None
+    replicas = distribute.num_replicas(strategy)
+    validation = None
+    if config.validation_split is not None and data is None:
+        validation = _validation_data(config, replicas)
     return PreparedRun(
         config=config,
         strategy=strategy,
         dataset=dataset,
         info=info,
         steps_per_epoch=steps,
-        replicas=distribute.num_replicas(strategy),
+        replicas=replicas,
+        validation=validation,
     )
+
+
+def _validation_data(config, replicas):
+    """The config's held-out split, in batches that split over the replicas."""
+    if os.path.isdir(config.dataset):
+        logger.info("validation: none (a folder of images has no splits).")
+        return None
+
+    def held_out(batch_size):
+        return data_lib.load_images(
+            config.dataset,
+            split=config.validation_split,
+            batch_size=batch_size,
+            labels=config.conditional,
+            source=config.source,
+            shuffle=False,
+            return_info=True,
+        )
+
+    # The split's size first: one that is smaller than a training batch is
+    # validated in one smaller batch (still split evenly over the replicas).
+    _, info = held_out(replicas)
+    count = info["num_examples"]
+    batch = config.batch_size
+    if count is not None and count < batch:
+        batch = count - count % replicas
+    dataset, _ = held_out(batch)
+    logger.info("validation: %s images of split %r.", count, config.validation_split)
+    return dataset
 
 
 def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
@@ -150,6 +191,7 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
             image_shape=image_shape,
             width=config.width,
             num_classes=num_classes,
+            norm=config.d_norm,
         ),
         latent_dim=config.latent_dim,
         num_classes=num_classes,
@@ -158,17 +200,26 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
         penalty_weight=config.penalty_weight,
         seed=config.seed,
         ema_decay=config.ema_decay,
+        ema_halflife_images=config.ema_halflife_images,
+        ema_rampup=config.ema_rampup,
+        augment=config.augmentation(),
     )
     warmup_steps = config.warmup_epochs * (steps_per_epoch or 0)
 
-    def optimizer():
+    def optimizer(rate, beta_1, beta_2):
         return large_batch.make_optimizer(
-            config.optimizer, config.scaled_learning_rate, config.beta_1, warmup_steps
+            config.optimizer, rate, beta_1, warmup_steps, beta_2=beta_2
         )
 
     gan.compile(
-        generator_optimizer=optimizer(),
-        discriminator_optimizer=optimizer(),
+        generator_optimizer=optimizer(
+            config.scaled_learning_rate, config.beta_1, config.beta_2
+        ),
+        discriminator_optimizer=optimizer(
+            config.scaled_d_learning_rate,
+            config.beta_1 if config.d_beta_1 is None else config.d_beta_1,
+            config.beta_2 if config.d_beta_2 is None else config.d_beta_2,
+        ),
         loss=config.loss,
         jit_compile=config.jit_compile,
     )

@@ -15,6 +15,9 @@ __all__ = ["build_gan", "prepare", "train"]
 def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     """Trains a GAN as `config` says and writes everything under `workdir`.
 
+    It validates on the config's held-out split after every epoch
+    (`val_d_loss`, `val_d_real`, ... in the history).
+
     Writes `config.json`, `samples/epoch_*.png` and `samples/samples.gif`,
     `history.csv`, `loss_curves.png`, `generator.keras` (the EMA generator
     when there is one) and `summary.json` (data source, replicas, precision,
@@ -66,6 +69,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         run.dataset,
         epochs=config.epochs,
         verbose=verbose,
+        validation_data=run.validation,
         callbacks=[
             speed,
             *scoring,
@@ -88,6 +92,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "data_source": info["source"],
         "dataset": config.dataset,
         "num_examples": info["num_examples"],
+        "validation_split": config.validation_split if run.validation else None,
         "strategy": type(strategy).__name__,
         "backend": keras.backend.backend(),
         "replicas": run.replicas,

@@ -55,7 +55,12 @@ def float32_policy():
 
 
 def tiny_gan(
-    num_classes=None, norm="layer", strategy=None, compile_kwargs=None, **kwargs
+    num_classes=None,
+    norm="layer",
+    d_norm="none",
+    strategy=None,
+    compile_kwargs=None,
+    **kwargs,
 ):
     """A GAN of a few thousand parameters on 28x28x1 images, compiled."""
     with ktg.distribute.scope(strategy):
@@ -63,7 +68,9 @@ def tiny_gan(
             ktg.models.dcgan_generator(
                 latent_dim=LATENT, width=8, num_classes=num_classes, norm=norm
             ),
-            ktg.models.dcgan_discriminator(width=8, num_classes=num_classes),
+            ktg.models.dcgan_discriminator(
+                width=8, num_classes=num_classes, norm=d_norm
+            ),
             latent_dim=LATENT,
             num_classes=num_classes,
             **kwargs,

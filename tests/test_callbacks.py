@@ -59,6 +59,8 @@ def test_loss_curves_write_csv_and_png(tmp_path):
         "d_fake",
         "images_per_sec",
         "step_time_ms",
+        "g_learning_rate",
+        "d_learning_rate",
     }
     assert Image.open(tmp_path / "loss_curves.png").size == (1000, 400)
     assert len(curves.steps["g_loss"]) == 4
@@ -141,6 +143,8 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
         "kid",
         "fcd_real_floor",
         "classifier_score_real",
+        "g_learning_rate",
+        "d_learning_rate",
     }
     fcd = history.history["fcd"]
     assert np.isfinite(fcd).all() and fcd[-1] > history.history["fcd_real_floor"][-1]
@@ -164,15 +168,16 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
         weights.append(gan.generator.get_weights())
 
     # Keras's "best" logic, listed BEFORE QualityMetrics: fit runs the
-    # callbacks that add to the logs first, so these see the scores.
-    stopping = keras.callbacks.EarlyStopping("fcd", mode="min", patience=10)
+    # callbacks that add to the logs first, so these see the scores; and
+    # without `mode`: the GAN declares which way each score improves.
+    stopping = keras.callbacks.EarlyStopping("fcd", patience=10)
     checkpoint = keras.callbacks.ModelCheckpoint(
         str(tmp_path / "best.weights.h5"),
         monitor="fcd",
-        mode="min",
         save_best_only=True,
         save_weights_only=True,
     )
+    best_score = keras.callbacks.EarlyStopping("classifier_score", patience=10)
     history = gan.fit(
         batches(random_images(8), 4),
         epochs=4,
@@ -181,6 +186,7 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
             keras.callbacks.LambdaCallback(on_epoch_end=record),
             stopping,
             checkpoint,
+            best_score,
             ktg.callbacks.LossCurves(tmp_path, show=False),
             quality,
         ],
@@ -193,6 +199,7 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
     assert np.isfinite(seen[0]["fcd_real_floor"])
     best = int(np.argmin(fcd))
     assert best in (1, 3) and stopping.best == fcd[best]
+    assert best_score.best == max(history.history["classifier_score"]) > 0
     # The checkpoint holds the best scored epoch's weights.
     gan.load_weights(tmp_path / "best.weights.h5")
     for a, b in zip(gan.generator.get_weights(), weights[best], strict=True):

@@ -54,6 +54,9 @@ def test_train_smoke_writes_the_run_directory(smoke_run):
     final = summary["final"]
     assert np.isfinite(final["g_loss"]) and np.isfinite(final["fcd"])
     assert final["classifier_score_real"] > 9
+    # Validated on the offline subset's 1,000 held-out digits by default.
+    assert summary["validation_split"] == "test"
+    assert np.isfinite(final["val_d_real"]) and np.isfinite(final["val_g_loss"])
     assert json.loads((out / "config.json").read_text())["batch_size"] == 128
     loaded = keras.saving.load_model(out / "generator.keras", safe_mode=True)
     assert loaded.output_shape == (None, 28, 28, 1)

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import BACKEND, LATENT, batches, random_images, tiny_gan
+from conftest import BACKEND, LATENT, batches, numpy_weights, random_images, tiny_gan
 
 import keras_tpugan as ktg
 
@@ -37,6 +37,22 @@ PARITY_CASES = {
     "r1_hinge": ({"gradient_penalty": "r1"}, {"jit_compile": False, "loss": "hinge"}),
     "synchronized_batchnorm": ({"norm": "batch"}, {"jit_compile": False}),
     "conditional": ({"num_classes": 2}, {"jit_compile": True}),
+    # The quality recipe: augmentation (its numbers drawn for the global
+    # batch), ADA's probability from all-reduced logits, EMA by half-life,
+    # spectral normalization.
+    "ada_spectral_halflife": (
+        {
+            "augment": ktg.DiffAugment(
+                "translation,cutout",
+                probability=0.5,
+                adaptive=True,
+                adjustment_images=64,
+            ),
+            "ema_halflife_images": 16,
+            "d_norm": "spectral",
+        },
+        {"jit_compile": True},
+    ),
 }
 
 
@@ -57,6 +73,13 @@ def test_same_weights_and_logs_on_1_2_4_replicas(case):
         assert logs.keys() == ref_logs.keys()
         for key in ref_logs:
             np.testing.assert_allclose(logs[key], ref_logs[key], atol=1e-5, rtol=1e-5)
+        if ref_gan.ema_generator is not None:
+            for a, b in zip(
+                numpy_weights(ref_gan.ema_generator),
+                numpy_weights(gan.ema_generator),
+                strict=True,
+            ):
+                np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
 
 
 def test_training_changes_weights_and_logs_true_means():
@@ -83,7 +106,7 @@ def test_xla_on_and_off_agree_in_float32():
 @pytest.mark.tensorflow_only
 def test_latents_depend_on_seed_step_and_global_index_only():
     gan = tiny_gan()
-    z_one, _ = gan._draw_noise(0, 8, 8)
+    z_one, _, _ = gan._draw_noise(0, 8, 8)
     strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
     with strategy.scope():
         gan4 = tiny_gan(strategy=strategy)
@@ -103,7 +126,7 @@ def test_latents_depend_on_seed_step_and_global_index_only():
 @pytest.mark.jax_only
 def test_jax_latents_depend_on_seed_step_and_stream_only():
     gan = tiny_gan()
-    z, alpha = gan._draw_noise(0, 0, 8)
+    z, alpha, _ = gan._draw_noise(0, 0, 8)
     assert z.shape == (8, LATENT) and alpha.shape == (8,)
     np.testing.assert_array_equal(z, gan._draw_noise(0, 0, 8)[0])
     assert not np.allclose(z, gan._draw_noise(1, 0, 8)[0])  # next step

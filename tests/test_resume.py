@@ -34,9 +34,23 @@ class Crash(keras.callbacks.Callback):
             raise RuntimeError("killed")
 
 
-def _run(backup_dir, crash_after=None, scramble=False):
+RECIPES = {
+    "wgan_gp_n_critic_2": dict(
+        ema_decay=0.9, discriminator_steps=2, gradient_penalty="wgan-gp"
+    ),
+    # Augmentation keyed by the step, its adaptive probability a weight,
+    # the EMA by half-life and a spectrally normalized discriminator.
+    "ada_spectral_halflife": dict(
+        augment=ktg.DiffAugment("translation,cutout", probability=0.5, adaptive=True),
+        ema_halflife_images=64,
+        d_norm="spectral",
+    ),
+}
+
+
+def _run(backup_dir, crash_after=None, scramble=False, recipe="wgan_gp_n_critic_2"):
     keras.utils.set_random_seed(1)  # the same script, started again
-    gan = tiny_gan(ema_decay=0.9, discriminator_steps=2, gradient_penalty="wgan-gp")
+    gan = tiny_gan(**RECIPES[recipe])
     if scramble:  # so only a real restore can give the reference's weights
         gan.set_weights([w + 0.5 for w in gan.get_weights()])
     # A user's own .map() on the pipeline keeps the epoch-keyed order.
@@ -55,18 +69,21 @@ def _state(gan):
     weights = gan.generator.weights + gan.discriminator.weights
     weights += gan.ema_generator.weights
     weights += gan.generator_optimizer.variables + gan.discriminator_optimizer.variables
-    return [np.asarray(w.numpy()) for w in weights] + [gan.step_counter.numpy()]
+    if gan.augment is not None:
+        weights.append(gan.augment_probability)
+    return [keras.ops.convert_to_numpy(w) for w in weights]
 
 
-def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
-    reference, ref_history = _run(tmp_path / "a")
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
+    reference, ref_history = _run(tmp_path / "a", recipe=recipe)
     with pytest.raises(RuntimeError, match="killed"):
-        _run(tmp_path / "b", crash_after=2)
-    resumed, history = _run(tmp_path / "b", scramble=True)
+        _run(tmp_path / "b", crash_after=2, recipe=recipe)
+    resumed, history = _run(tmp_path / "b", scramble=True, recipe=recipe)
     assert history.epoch == [2, 3]
     # Each epoch has its own data order, and the resumed run picks it up.
     assert ref_history.data_epochs == [0, 1, 2, 3] and history.data_epochs == [2, 3]
-    assert int(resumed.step_counter.numpy()) == EPOCHS * 4
+    assert int(keras.ops.convert_to_numpy(resumed.step_counter)) == EPOCHS * 4
     for a, b in zip(_state(reference), _state(resumed), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
     for key in ref_history.history:

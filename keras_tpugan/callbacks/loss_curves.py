@@ -16,7 +16,11 @@ class LossCurves(GANCallback):
     appended to across resumed runs. The figure plots the discriminator and
     generator losses per step (faint), smoothed (exponential moving
     average, bold) and per epoch (dots), and the mean discriminator outputs
-    on real and generated images. In a notebook it is shown inline.
+    on real and generated images. With `validation_data` it adds the
+    held-out `val_d_loss` and `val_d_real` per epoch (gray squares): real
+    logits that rise on the training images but not on held-out ones show
+    the discriminator memorizing the training set. In a notebook it is
+    shown inline.
 
     Args:
         directory: Output directory.
@@ -74,10 +78,10 @@ class LossCurves(GANCallback):
             show_inline(path, self._display_id)
 
     def _write_csv(self, epoch, logs):
-        # keras.callbacks.CSVLogger adds empty val_* columns when there is
-        # no validation data, which a GAN never has, and fixes its columns
-        # at the first epoch, before a metric scored every few epochs first
-        # appears: write the rows here, adding columns as keys appear.
+        # keras.callbacks.CSVLogger fixes its columns at the first epoch,
+        # before a metric scored every few epochs (or the validation losses
+        # of `validation_freq` > 1) first appears: write the rows here,
+        # adding columns as keys appear.
         path = self.path("history.csv")
         header, rows = None, []
         if os.path.exists(path) and os.path.getsize(path) > 0:
@@ -109,10 +113,11 @@ class LossCurves(GANCallback):
             len(self.steps.get("g_loss", []))
             // max(1, len(self.epochs.get("g_loss", []))),
         )
-        for ax, names in (
-            (losses, ("d_loss", "g_loss")),
-            (outputs, ("d_real", "d_fake")),
+        for ax, names, held_out in (
+            (losses, ("d_loss", "g_loss"), "val_d_loss"),
+            (outputs, ("d_real", "d_fake"), "val_d_real"),
         ):
+            _plot_held_out(ax, self.epochs.get(held_out), held_out)
             for name in names:
                 if name not in self.steps:
                     continue
@@ -137,6 +142,22 @@ class LossCurves(GANCallback):
         losses.set_title("Learning curves (loss per step, epoch means as dots)")
         outputs.set_title("Mean discriminator output (logit)")
         return fig
+
+
+def _plot_held_out(ax, values, name):
+    # Validation values exist per epoch only (with `validation_data`): the
+    # gap between `d_real` and `val_d_real` is the discriminator
+    # over-fitting the training images.
+    if not values:
+        return
+    ax.plot(
+        np.arange(1, len(values) + 1),
+        values,
+        "s--",
+        color="gray",
+        markersize=4,
+        label=f"{name} (held out)",
+    )
 
 
 def _ema(values, weight):

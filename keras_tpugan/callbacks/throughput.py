@@ -12,6 +12,8 @@ class Throughput(GANCallback):
     epoch's logs, so History, CSV files and TensorBoard carry them. The
     first epoch of a `fit` call includes tracing and XLA compilation: it is
     kept apart in `first_epoch_seconds` and excluded from `mean_images_per_sec`.
+    Validation (`fit(..., validation_data=...)`) is not counted: the clock
+    stops when it starts.
 
     Args:
         global_batch_size: Images per step over all replicas (the batch size
@@ -55,12 +57,18 @@ class Throughput(GANCallback):
     def on_epoch_begin(self, epoch, logs=None):
         self._steps = 0
         self._start = time.perf_counter()
+        self._stop = None
+
+    def on_test_begin(self, logs=None):
+        # `fit`'s validation runs at the end of the epoch: not training.
+        if getattr(self, "_stop", 0.0) is None:
+            self._stop = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps = batch + 1
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self._start
+        seconds = (self._stop or time.perf_counter()) - self._start
         if self.first_epoch_seconds is None:
             self.first_epoch_seconds = seconds
         else:

@@ -27,10 +27,13 @@ The contract between the GAN and its step:
   `generator_objective`, the critic, the penalty and the EMA rate.
 - The step logs the trackers' values and `loss = d_loss + g_loss`
   (`with_total_loss`), the key Keras's own callbacks look for.
-- A backend step implements `train_step`, the `strategy` property and
-  `compile_step(jit_compile, steps_per_execution, **kwargs)`, which
-  `GAN.compile` calls once the optimizers are set and which must call
-  `keras.Model.compile`.
+- A backend step implements `train_step`, `test_step` (both objectives on
+  held-out images with `StepInputs.training=False` and validation latents,
+  nothing updated but the metrics), the `strategy` property and
+  `compile_step(optimizer, jit_compile, steps_per_execution, **kwargs)`,
+  which `GAN.compile` calls once the optimizers are built and which must
+  call `keras.Model.compile` with `optimizer`, the GAN's `GANOptimizer`
+  (so `gan.optimizer` is what Keras's callbacks drive).
 
 Replica correctness is kept by one convention: every loss is summed per
 example and divided by the GLOBAL batch (`StepInputs.global_batch`), so the
@@ -70,6 +73,9 @@ class StepInputs(NamedTuple):
     alpha: Any  # WGAN-GP interpolation weights (None for the generator's)
     global_batch: Any  # examples over all replicas: the loss divisor
     loss_scale: Any  # loss-scale factor (1.0 unless mixed_float16)
+    training: bool = True  # False in `test_step`: inference-mode networks
+    augment_noise: Any = None  # (batch, 2, NOISE_SIZE): real, generated; or None
+    augment_p: Any = None  # the augmentation probability now
 
 
 class GANStep:
@@ -98,19 +104,23 @@ class GANStep:
             values.g_vars,
             values.g_state,
             self._generator_inputs(inputs.latents, inputs.labels),
-            training=True,
+            training=inputs.training,
         )
-        fake = ops.stop_gradient(fake)
+        fake = self._augmented(ops.stop_gradient(fake), inputs, 1)
+        real = self._augmented(inputs.images, inputs, 0)
         d_state = values.d_state
-        real_logits, d_state = self._critic(d_vars, d_state, inputs.images, inputs)
+        real_logits, d_state = self._critic(d_vars, d_state, real, inputs)
         fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs)
         per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
         sums = [per_example, flat_logits(real_logits), flat_logits(fake_logits)]
         total = per_example
         if self.gradient_penalty:
-            penalty = self._penalty(d_vars, d_state, inputs.images, fake, inputs)
+            penalty = self._penalty(d_vars, d_state, real, fake, inputs)
             total = total + self.penalty_weight * penalty
             sums.append(penalty)
+        if self.augment is not None and self.augment.adaptive:
+            # ADA's overfitting heuristic: E[sign(D(real))].
+            sums.append(ops.sign(flat_logits(real_logits)))
         loss = ops.sum(total) / inputs.global_batch
         stats = ops.stack([ops.sum(s) for s in sums]) / inputs.global_batch
         return loss * inputs.loss_scale, (d_state, g_state, stats)
@@ -130,8 +140,9 @@ class GANStep:
             g_vars,
             values.g_state,
             self._generator_inputs(inputs.latents, inputs.labels),
-            training=True,
+            training=inputs.training,
         )
+        fake = self._augmented(fake, inputs, 1)
         fake_logits, _ = self._critic(values.d_vars, values.d_state, fake, inputs)
         per_example = self.adversarial_loss.generator_loss(fake_logits)
         loss = ops.sum(per_example) / inputs.global_batch
@@ -139,13 +150,37 @@ class GANStep:
 
     # ------------------------------------------------------------ helpers
 
-    def ema_rate(self, step):
-        """The EMA decay at `step`: `min(ema_decay, (1 + step) / (10 + step))`.
+    def ema_rate(self, step, global_batch):
+        """The EMA decay of step `step` (0-based), whose batch is `global_batch`.
 
-        A warm-up as in `tf.train.ExponentialMovingAverage`'s `num_updates`:
-        early averages must not hold on to the random initial weights.
+        With `ema_decay`: `min(ema_decay, (1 + step) / (10 + step))`, a
+        warm-up as in `tf.train.ExponentialMovingAverage`'s `num_updates`.
+        With `ema_halflife_images`: `0.5 ** (global_batch / half_life)`, the
+        half-life at most `ema_rampup` times the images seen (StyleGAN2-ADA's
+        ramp-up). Either way early averages forget the random initial
+        weights.
         """
-        return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+        if self.ema_halflife_images is None:
+            return ops.minimum(self.ema_decay, (1.0 + step) / (10.0 + step))
+        half_life = self.ema_halflife_images
+        if self.ema_rampup is not None:
+            seen = (step + 1.0) * global_batch
+            half_life = ops.minimum(half_life, seen * self.ema_rampup)
+        return ops.power(0.5, global_batch / ops.maximum(half_life, 1e-8))
+
+    def next_augment_probability(self, probability, logged, global_batch):
+        """The augmentation probability after this step (ADA), or None.
+
+        Args:
+            probability: The probability the step used.
+            logged: The step's all-reduced values, in `trackers` order.
+            global_batch: Images in the step.
+        """
+        if self.augment is None or not self.augment.adaptive:
+            return None
+        names = [t.name for t in self.trackers]
+        real_sign = logged[names.index("d_real_sign")]
+        return self.augment.next_probability(probability, real_sign, global_batch)
 
     def with_total_loss(self, logs):
         """`logs` with `loss = d_loss + g_loss` added.
@@ -165,10 +200,16 @@ class GANStep:
             labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         return ops.cast(images, "float32"), labels
 
+    def _augmented(self, images, inputs, which):
+        """`images` through the GAN's augmentation (`which`: 0 real, 1 fake)."""
+        if inputs.augment_noise is None:
+            return images
+        return self.augment(images, inputs.augment_noise[:, which], inputs.augment_p)
+
     def _critic(self, d_vars, d_state, images, inputs):
         net_inputs = images if inputs.labels is None else [images, inputs.labels]
         logits, d_state = self.discriminator.stateless_call(
-            d_vars, d_state, net_inputs, training=True
+            d_vars, d_state, net_inputs, training=inputs.training
         )
         return ops.cast(logits, "float32"), d_state
 

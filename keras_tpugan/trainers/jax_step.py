@@ -4,6 +4,7 @@ import jax
 import keras
 from keras import ops
 
+from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
 
@@ -23,10 +24,10 @@ class JAXGANStep(GANStep):
       on TensorFlow; no replica context, no all-reduce by hand.
 
     Both optimizers' states travel in the state's optimizer slot: Keras
-    threads `self.optimizer.variables` only, so `compile_step` sets
-    `self.optimizer` to a `keras.optimizers.MultiOptimizer` that holds the
-    generator's and the discriminator's optimizers, and each of them is
-    applied on its own (`stateless_apply`) at its point of the step.
+    threads `self.optimizer.variables` only, and `self.optimizer` is the
+    GAN's `GANOptimizer` (a `keras.optimizers.MultiOptimizer` holding the
+    generator's and the discriminator's optimizers); each of them is applied
+    on its own (`stateless_apply`) at its point of the step.
 
     The objectives are `GANStep`'s, shared with the TensorFlow step.
     """
@@ -43,22 +44,43 @@ class JAXGANStep(GANStep):
         global_batch = images.shape[0]
         divisor = float(global_batch)
         step = state.get("step")[0]
+        p = state.get("augment_p")[0] if self.augment is not None else None
         # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
-            latents, alpha = self._draw_noise(step, k, global_batch)
-            inputs = StepInputs(images, labels, latents, alpha, divisor, 1.0)
+            latents, alpha, aug = self._draw_noise(step, k, global_batch)
+            inputs = StepInputs(
+                images, labels, latents, alpha, divisor, 1.0, True, aug, p
+            )
             d_stats.append(self._train_discriminator(state, inputs))
         # 3. Train the generator once.
-        latents, _ = self._draw_noise(step, self.discriminator_steps, global_batch)
-        inputs = StepInputs(None, labels, latents, None, divisor, 1.0)
+        latents, _, aug = self._draw_noise(step, self.discriminator_steps, global_batch)
+        inputs = StepInputs(None, labels, latents, None, divisor, 1.0, True, aug, p)
         g_loss = self._train_generator(state, inputs)
-        # 4. Update the EMA, the step counter and the metrics.
-        self._update_ema(state, step)
+        # 4. Update the EMA, the step counter, the augmentation and metrics.
+        self._update_ema(state, step, divisor)
         state.set("step", [step + 1])
-        logs = self._update_metrics(
-            state, sum(d_stats) / len(d_stats), g_loss, global_batch
+        logged = self._logged(sum(d_stats) / len(d_stats), g_loss)
+        logs = self._update_metrics(state, logged, global_batch)
+        self._adapt_augmentation(state, logs, p, logged, divisor)
+        return logs, state.values()
+
+    def test_step(self, state, data):
+        # 1. Unpack the held-out global batch (sharded over the devices).
+        state = _State(self._test_slots, state)
+        images, labels = self.unpack_batch(data)
+        global_batch = images.shape[0]
+        divisor = float(global_batch)
+        latents, alpha, _ = self._validation_noise(state, global_batch)
+        inputs = StepInputs(
+            images, labels, latents, alpha, divisor, 1.0, training=False
         )
+        # 2. Both objectives, the networks in inference mode; nothing trains.
+        values = self._network_values(state)
+        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
+        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        # 3. Update the metrics.
+        logs = self._update_metrics(state, self._logged(d_stats, g_loss), global_batch)
         return logs, state.values()
 
     def _train_discriminator(self, state, inputs):
@@ -96,10 +118,10 @@ class JAXGANStep(GANStep):
             d_state=state.get("d_state"),
         )
 
-    def _update_ema(self, state, step):
+    def _update_ema(self, state, step, global_batch):
         if self.ema_generator is None:
             return
-        decay = self.ema_rate(ops.cast(step, "float32"))
+        decay = self.ema_rate(ops.cast(step, "float32"), global_batch)
         values = {"g_vars": state.get("g_vars"), "g_state": state.get("g_state")}
         averages = []
         for average, (group, i) in zip(
@@ -112,8 +134,20 @@ class JAXGANStep(GANStep):
                 averages.append(variable)
         state.set("ema", averages)
 
-    def _update_metrics(self, state, d_stats, g_loss, global_batch):
-        stats = ops.concatenate([d_stats, ops.reshape(g_loss, (1,))], axis=0)
+    def _logged(self, d_stats, g_loss):
+        return ops.concatenate([d_stats, ops.reshape(g_loss, (1,))], axis=0)
+
+    def _adapt_augmentation(self, state, logs, probability, logged, global_batch):
+        """ADA: moves the augmentation probability; logs it as `augment_p`."""
+        if self.augment is None:
+            return
+        new = self.next_augment_probability(probability, logged, global_batch)
+        if new is not None:
+            state.set("augment_p", [new])
+            probability = new
+        logs["augment_p"] = probability
+
+    def _update_metrics(self, state, stats, global_batch):
         weight = float(global_batch)
         values, logs, start = [], {}, 0
         metric_vars = state.get("metrics")
@@ -135,15 +169,34 @@ class JAXGANStep(GANStep):
         """
         counter = ops.cast(step, "uint32") * (self.discriminator_steps + 1) + stream
         key = jax.random.fold_in(jax.random.key(self.seed), counter)
+        return self._noise(key, global_batch, augment=True)
+
+    def _validation_noise(self, state, global_batch):
+        """Latents (and WGAN-GP weights) for a held-out global batch.
+
+        Keyed by the position of the batch in the evaluation: the first
+        tracker, which Keras resets before every evaluation, counts the
+        examples evaluated so far. So every evaluation of the same data sees
+        the same latents, and none of training's (a key of their own).
+        """
+        offset = ops.cast(state.get("validated")[0], "uint32")
+        validation = jax.random.fold_in(jax.random.key(self.seed), 2**32 - 1)
+        return self._noise(jax.random.fold_in(validation, offset), global_batch)
+
+    def _noise(self, key, global_batch, augment=False):
         key_z, key_alpha = jax.random.split(key)
         z = jax.random.normal(key_z, (global_batch, self.latent_dim), "float32")
         alpha = jax.random.uniform(key_alpha, (global_batch,), "float32")
-        return z, alpha
+        if not augment or self.augment is None:
+            return z, alpha, None
+        # The augmentation's numbers: for real (0) and generated (1) images.
+        shape = (global_batch, 2, NOISE_SIZE)
+        return z, alpha, jax.random.uniform(jax.random.fold_in(key, 1), shape)
 
     # ---------------------------------------------------------- compile
 
-    def compile_step(self, jit_compile, steps_per_execution, **kwargs):
-        """Sets the optimizer carrier and compiles Keras's (jitted) step."""
+    def compile_step(self, optimizer, jit_compile, steps_per_execution, **kwargs):
+        """Compiles Keras's (jitted) step with the GAN's `GANOptimizer`."""
         for name, opt in (
             ("generator_optimizer", self.generator_optimizer),
             ("discriminator_optimizer", self.discriminator_optimizer),
@@ -157,32 +210,26 @@ class JAXGANStep(GANStep):
                     "'mixed_bfloat16'), the native type of TPUs."
                 )
         self.xla = jit_compile is not False
-        g_ids = {id(v) for v in self.generator.trainable_variables}
-        g_opt, d_opt = self.generator_optimizer, self.discriminator_optimizer
-        # Keras's JAX trainer threads the state of `self.optimizer` only: a
-        # MultiOptimizer holding both optimizers carries them through the step.
-        carrier = _OptimizerCarrier(
-            lambda variable: g_opt if id(variable) in g_ids else d_opt,
-            name="gan_optimizers",
-        )
-        with self.strategy_scope():
-            carrier.build(self.trainable_variables)
         keras.Model.compile(
             self,
-            optimizer=carrier,
+            optimizer=optimizer,
             jit_compile=self.xla,
             steps_per_execution=steps_per_execution,
             **kwargs,
         )
         self._slots = self._state_slots()
+        # Keras's test step threads (trainable, non_trainable, metrics).
+        self._test_slots = {
+            **self._slots,
+            "metrics": (2, self._slots["metrics"][1]),
+            "validated": (
+                2,
+                positions([self.trackers[0].count], self.metrics_variables),
+            ),
+        }
 
     def _state_slots(self):
         """Where each part of the GAN sits in the state lists of Keras."""
-
-        def positions(variables, within):
-            index = {id(v): i for i, v in enumerate(within)}
-            return [index[id(v)] for v in variables]
-
         trainable = self.trainable_variables
         non_trainable = self.non_trainable_variables
         optimizer = self.optimizer.variables
@@ -208,6 +255,11 @@ class JAXGANStep(GANStep):
             ),
             "metrics": (3, list(range(len(self.metrics_variables)))),
         }
+        if self.augment is not None:
+            slots["augment_p"] = (
+                1,
+                positions([self.augment_probability], non_trainable),
+            )
         if self.ema_generator is not None:
             slots["ema"] = (1, positions(self.ema_generator.weights, non_trainable))
             groups = {
@@ -223,19 +275,10 @@ class JAXGANStep(GANStep):
         return slots
 
 
-class _OptimizerCarrier(keras.optimizers.MultiOptimizer):
-    """Carries both GAN optimizers' state through Keras's JAX step.
-
-    It is never applied itself, and saves nothing: the two optimizers are
-    saved as the GAN's `generator_optimizer` and `discriminator_optimizer`,
-    the same as on TensorFlow, so checkpoints load on either backend.
-    """
-
-    def save_own_variables(self, store):
-        pass
-
-    def load_own_variables(self, store):
-        pass
+def positions(variables, within):
+    """The index of each of `variables` in the list `within`."""
+    index = {id(v): i for i, v in enumerate(within)}
+    return [index[id(v)] for v in variables]
 
 
 class _State:
@@ -246,12 +289,12 @@ class _State:
         self._lists = [list(part) for part in state]
 
     def get(self, name):
-        part, positions = self._slots[name]
-        return [self._lists[part][i] for i in positions]
+        part, indices = self._slots[name]
+        return [self._lists[part][i] for i in indices]
 
     def set(self, name, values):
-        part, positions = self._slots[name]
-        for i, value in zip(positions, values, strict=True):
+        part, indices = self._slots[name]
+        for i, value in zip(indices, values, strict=True):
             self._lists[part][i] = value
 
     def values(self):

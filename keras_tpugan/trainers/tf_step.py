@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
 
@@ -34,22 +35,43 @@ class TensorFlowGANStep(GANStep):
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
         divisor = tf.cast(global_batch, "float32")
+        p = self._augment_probability()
         # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
-            latents, alpha = self._draw_noise(k, local_batch, global_batch)
-            inputs = StepInputs(images, labels, latents, alpha, divisor, None)
+            latents, alpha, aug = self._draw_noise(k, local_batch, global_batch)
+            inputs = StepInputs(
+                images, labels, latents, alpha, divisor, None, True, aug, p
+            )
             d_stats.append(self._train_discriminator(inputs))
         # 3. Train the generator once.
-        latents, _ = self._draw_noise(
+        latents, _, aug = self._draw_noise(
             self.discriminator_steps, local_batch, global_batch
         )
-        inputs = StepInputs(None, labels, latents, None, divisor, None)
+        inputs = StepInputs(None, labels, latents, None, divisor, None, True, aug, p)
         g_loss = self._train_generator(inputs)
-        # 4. Update the EMA, the step counter and the metrics.
-        self._update_ema()
+        # 4. Update the EMA, the step counter, the augmentation and metrics.
+        self._update_ema(divisor)
         self.step_counter.assign_add(1)
-        return self._update_metrics(tf.add_n(d_stats) / len(d_stats), g_loss, divisor)
+        logged = self._all_reduced(tf.add_n(d_stats) / len(d_stats), g_loss)
+        logs = self._update_metrics(logged, divisor)
+        return self._adapt_augmentation(logs, p, logged, divisor)
+
+    def test_step(self, data):
+        # 1. Unpack this replica's share of the held-out batch.
+        images, labels = self.unpack_batch(data)
+        local_batch, global_batch = self._batch_sizes(images)
+        divisor = tf.cast(global_batch, "float32")
+        latents, alpha, _ = self._validation_noise(local_batch, global_batch)
+        inputs = StepInputs(
+            images, labels, latents, alpha, divisor, 1.0, training=False
+        )
+        # 2. Both objectives, the networks in inference mode; nothing trains.
+        values = self._network_values()
+        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
+        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        # 3. Update the metrics.
+        return self._update_metrics(self._all_reduced(d_stats, g_loss), divisor)
 
     def _train_discriminator(self, inputs):
         opt = self.discriminator_optimizer
@@ -84,10 +106,11 @@ class TensorFlowGANStep(GANStep):
             d_state=_values(self.discriminator.non_trainable_variables),
         )
 
-    def _update_ema(self):
+    def _update_ema(self, global_batch):
         if self.ema_generator is None:
             return
-        decay = self.ema_rate(tf.cast(self.step_counter.value, "float32"))
+        step = tf.cast(self.step_counter.value, "float32")
+        decay = self.ema_rate(step, global_batch)
         for average, variable in zip(
             self.ema_generator.weights, self.generator.weights, strict=True
         ):
@@ -96,21 +119,44 @@ class TensorFlowGANStep(GANStep):
             else:  # normalization statistics: copied
                 average.assign(variable)
 
-    def _update_metrics(self, d_stats, g_loss, global_batch):
+    def _augment_probability(self):
+        if self.augment is None:
+            return None
+        return self.augment_probability.value
+
+    def _adapt_augmentation(self, logs, probability, logged, global_batch):
+        """ADA: moves the augmentation probability; logs it as `augment_p`."""
+        if self.augment is None:
+            return logs
+        new = self.next_augment_probability(
+            probability, tf.unstack(logged), global_batch
+        )
+        if new is not None:
+            self.augment_probability.assign(new)
+            probability = new
+        logs["augment_p"] = self._for_keras(probability)
+        return logs
+
+    def _all_reduced(self, d_stats, g_loss):
         # Each replica holds its share of the global mean: sum them once.
         stats = tf.concat([d_stats, [g_loss]], axis=0)
-        stats = tf.distribute.get_replica_context().all_reduce("sum", stats)
+        return tf.distribute.get_replica_context().all_reduce("sum", stats)
+
+    def _update_metrics(self, stats, global_batch):
         for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
             tracker.update_state(value, sample_weight=global_batch)
         logs = self.with_total_loss({t.name: t.result() for t in self.trackers})
+        return {name: self._for_keras(value) for name, value in logs.items()}
+
+    def _for_keras(self, value):
         if isinstance(
             self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
         ):
             # Keras reduces step outputs across workers with a mean over
             # axis 0, which fails on scalars: hand it rank-1 values (every
             # replica holds the same all-reduced numbers).
-            logs = {name: tf.reshape(value, [1]) for name, value in logs.items()}
-        return logs
+            return tf.reshape(value, [1])
+        return value
 
     # ------------------------------------------- per-replica gradients
 
@@ -137,15 +183,36 @@ class TensorFlowGANStep(GANStep):
         Drawn outside XLA: stateless RNG gives other numbers inside it.
         """
         counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
-        seed_z = tf.stack([tf.constant(self.seed, "int64"), 2 * counter])
-        seed_a = tf.stack([tf.constant(self.seed, "int64"), 2 * counter + 1])
+        return self._noise(2 * counter, local_batch, global_batch, augment=True)
+
+    def _validation_noise(self, local_batch, global_batch):
+        """Latents (and WGAN-GP weights) for this replica's held-out examples.
+
+        Keyed by the position of the batch in the evaluation: the trackers,
+        which Keras resets before every evaluation, count the examples
+        evaluated so far. So every evaluation of the same data sees the same
+        latents, and none of training's (their keys are negative here).
+        """
+        offset = tf.cast(self.trackers[0].count, "int64")
+        return self._noise(-2 * offset - 2, local_batch, global_batch)
+
+    def _noise(self, key, local_batch, global_batch, augment=False):
+        seed_z = tf.stack([tf.constant(self.seed, "int64"), key])
+        seed_a = tf.stack([tf.constant(self.seed, "int64"), key + 1])
         start = tf.cast(
             tf.distribute.get_replica_context().replica_id_in_sync_group, "int32"
         ) * tf.cast(local_batch, "int32")
         z = tf.random.stateless_normal([global_batch, self.latent_dim], seed=seed_z)
         z = tf.slice(z, [start, 0], [local_batch, self.latent_dim])
         alpha = tf.random.stateless_uniform([global_batch], seed=seed_a)
-        return z, tf.slice(alpha, [start], [local_batch])
+        alpha = tf.slice(alpha, [start], [local_batch])
+        if not augment or self.augment is None:
+            return z, alpha, None
+        # The augmentation's numbers: for real (0) and generated (1) images.
+        seed_aug = tf.random.experimental.stateless_fold_in(seed_z, 1)
+        shape = [global_batch, 2, NOISE_SIZE]
+        aug = tf.random.stateless_uniform(shape, seed=seed_aug)
+        return z, alpha, tf.slice(aug, [start, 0, 0], [local_batch, 2, NOISE_SIZE])
 
     def _batch_sizes(self, images):
         replicas = self.distribute_strategy.num_replicas_in_sync
@@ -157,7 +224,7 @@ class TensorFlowGANStep(GANStep):
 
     # ---------------------------------------------------------- compile
 
-    def compile_step(self, jit_compile, steps_per_execution, **kwargs):
+    def compile_step(self, optimizer, jit_compile, steps_per_execution, **kwargs):
         """Compiles the per-replica gradients (XLA) and Keras's step."""
         self.xla = self._resolve_jit_compile(jit_compile)
         self._check_steps_per_execution(steps_per_execution)
@@ -168,7 +235,9 @@ class TensorFlowGANStep(GANStep):
         # step fails under MirroredStrategy (the per-replica part is jitted).
         keras.Model.compile(
             self,
-            optimizer=None,
+            optimizer=optimizer,
+            # The GAN scales each network's loss with its own wrapper.
+            auto_scale_loss=False,
             jit_compile=False,
             steps_per_execution=steps_per_execution,
             **kwargs,

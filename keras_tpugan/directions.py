@@ -1,0 +1,64 @@
+"""Which way the GAN's logged scores improve, where Keras's callbacks read it.
+
+`EarlyStopping`, `ModelCheckpoint` and `ReduceLROnPlateau` with `mode="auto"`
+(their default) decide between "min" and "max" from a metric's `_direction`,
+and only look for it on the metrics of `model.metrics` that are Keras's
+compiled-metrics lists. A GAN has no compiled metrics (its scores come from
+`QualityMetrics`, a callback), so it lists one such list of placeholder
+metrics, without state, that only carry the name and the direction. No
+public Keras API declares a direction; without this the user must pass
+`mode` for every score.
+"""
+
+import functools
+
+import keras
+
+try:  # Keras's own list type, the one `MonitorCallback` looks into.
+    from keras.src.trainers.compile_utils import MetricsList
+except ImportError:  # pragma: no cover - a Keras without it: no declaration
+    MetricsList = None
+
+
+class _Direction(keras.metrics.Metric):
+    """A metric without state that only declares a name and a direction."""
+
+    def __init__(self, name, direction):
+        super().__init__(name=name)
+        self._direction = direction
+
+    def update_state(self, *args, **kwargs):
+        pass
+
+    def reset_state(self):
+        pass
+
+    def result(self):
+        return 0.0
+
+
+if MetricsList is not None:
+
+    class _Declarations(MetricsList):
+        """The declarations, adding nothing to the logs."""
+
+        def result(self):
+            return {}
+
+
+@functools.cache
+def declarations(directions):
+    """A Keras metrics list declaring `directions` (`((name, "up"|"down"),)`).
+
+    Returns:
+        A list with one `MetricsList`, or an empty list when this Keras has
+        no such type.
+    """
+    if MetricsList is None:
+        return []
+    return [
+        _Declarations(
+            [_Direction(name, way) for name, way in directions],
+            name="score_directions",
+        )
+    ]
