@@ -66,8 +66,12 @@ def parse_grid(items):
                 f"{', '.join(sorted(fields))}."
             )
         if key in grid:
-            raise ValueError(f"Expected each key once in the grid. Received: {key!r} twice.")
-        grid[key] = [v.strip().replace("+", ",") for v in values.split(",") if v.strip()]
+            raise ValueError(
+                f"Expected each key once in the grid. Received: {key!r} twice."
+            )
+        grid[key] = [
+            v.strip().replace("+", ",") for v in values.split(",") if v.strip()
+        ]
     return grid
 
 
@@ -139,9 +143,7 @@ def run_ablation(config, grid, out_dir, seeds=(0, 1), strategy=None, verbose=0):
                 summary = train(run_config, run_dir, strategy=strategy, verbose=verbose)
                 history = reports.read_history(os.path.join(run_dir, "history.csv"))
                 row.update(_scores(summary, history))
-                curves.setdefault(label, []).append(
-                    _fcd_curve(summary, history)
-                )
+                curves.setdefault(label, []).append(_fcd_curve(summary, history))
                 if label not in grids:
                     grids[label] = _last_grid(run_dir)
             except Exception as e:  # noqa: BLE001 - a failed run must not end the study
@@ -171,9 +173,9 @@ def _dirname(setting):
 
 def _scores(summary, history):
     row = {
-        "images_seen": summary["steps_per_epoch"] * summary["batch_size"] * len(
-            history["epoch"]
-        ),
+        "images_seen": summary["steps_per_epoch"]
+        * summary["batch_size"]
+        * len(history["epoch"]),
         "train_seconds": summary["train_seconds"],
     }
     for name in SCORES:
