@@ -19,7 +19,7 @@ COLUMNS = (
     ("fcd_mean", "FCD mean", ".1f"),
     ("fcd_spread", "FCD min-max", "s"),
     ("classifier_score_mean", "classifier score", ".2f"),
-    ("kid_mean", "KID x1000", ".2f"),
+    ("kid_mean", "KID", ".2f"),
     ("train_seconds_mean", "train s", ".0f"),
     ("status", "status", "s"),
 )
@@ -30,7 +30,7 @@ RUN_COLUMNS = (
     ("images_seen", "images", "d"),
     ("fcd", "FCD", ".1f"),
     ("classifier_score", "classifier score", ".2f"),
-    ("kid", "KID x1000", ".2f"),
+    ("kid", "KID", ".2f"),
     ("train_seconds", "train s", ".0f"),
     ("status", "status", "s"),
 )
@@ -157,8 +157,7 @@ def run_ablation(config, grid, out_dir, seeds=(0, 1), strategy=None, verbose=0):
         COLUMNS,
         footer=[
             f"{len(seeds)} seed(s) per setting ({', '.join(map(str, seeds))}); "
-            "FCD, classifier score and KID of each run's last scored epoch; "
-            "KID x 1000.",
+            "FCD, classifier score and KID of each run's last scored epoch.",
         ],
     )
     _plot_curves(curves, os.path.join(out_dir, "fcd_vs_images.png"))
@@ -183,8 +182,6 @@ def _scores(summary, history):
         if values is not None:
             finite = values[np.isfinite(values)]
             row[name] = float(finite[-1]) if finite.size else None
-    if row.get("kid") is not None:
-        row["kid"] *= 1000.0
     return row
 
 

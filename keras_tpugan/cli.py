@@ -148,6 +148,13 @@ def _parser():
     sweep.add_argument(
         "--warmup-epochs", type=int, default=None, help="linear learning-rate warm-up"
     )
+    sweep.add_argument(
+        "--target-fcd",
+        type=float,
+        default=None,
+        help="score every batch size after the same images and report the steps, "
+        "images and seconds to reach this FCD",
+    )
     sweep.add_argument("--preset", default="demo")
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     sweep.add_argument("--out", required=True)
@@ -185,8 +192,9 @@ def _parser():
     )
     tune.add_argument(
         "--objective",
-        default="fcd",
-        help="fcd (default), time_to_fcd or images_per_sec",
+        default="time_to_fcd",
+        help="time_to_fcd (default: training seconds to --target-fcd), fcd "
+        "(at the end of the budget) or images_per_sec",
     )
     tune.add_argument(
         "--image-budget", type=int, default=64_000, help="images seen per trial"
@@ -287,6 +295,7 @@ def _sweep(args):
         optimizer=args.optimizer,
         warmup_epochs=args.warmup_epochs,
         lr_scaling=args.lr_scaling,
+        target_fcd=args.target_fcd,
     )
     if args.grid:
         rows = run_ablation(config, parse_grid(args.grid), args.out, seeds=args.seeds)

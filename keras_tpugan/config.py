@@ -100,6 +100,12 @@ class TrainConfig:
     # on this many generated images; MNIST-like 28x28x1 data only.
     quality_every: int = 5
     quality_images: int = 1000
+    # Or score every N images seen (the same points at any batch size);
+    # with a target_fcd and no quality_every_images, every quality_every
+    # epochs' worth of the dataset's images.
+    quality_every_images: int | None = None
+    # The FCD whose first reaching gives steps/images/seconds to target.
+    target_fcd: float | None = None
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -144,6 +150,15 @@ class TrainConfig:
         if self.warmup_epochs < 0:
             raise ValueError(
                 f"Expected warmup_epochs >= 0. Received: {self.warmup_epochs}."
+            )
+        if self.quality_every_images is not None and self.quality_every_images < 1:
+            raise ValueError(
+                "Expected quality_every_images >= 1 or None. Received: "
+                f"{self.quality_every_images}."
+            )
+        if self.target_fcd is not None and self.target_fcd <= 0:
+            raise ValueError(
+                f"Expected target_fcd > 0 or None. Received: {self.target_fcd}."
             )
         if self.quality_every < 0:
             raise ValueError(

@@ -120,13 +120,17 @@ def read_history(path):
     }
 
 
-def save_quality_plot(curves, path, title="Quality vs wall time"):
-    """Plots FCD against training seconds, one line per labelled run.
+def save_quality_plot(
+    curves, path, title="Quality vs wall time", xlabel="training seconds", target=None
+):
+    """Plots FCD against training seconds (or images), one line per run.
 
     Args:
-        curves: A dict from label to `(seconds, fcd)` sequences.
+        curves: A dict from label to `(x, fcd)` sequences.
         path: Output PNG path.
         title: Plot title.
+        xlabel: What the x values are.
+        target: A target FCD, drawn as a dashed line (None: none).
 
     Returns:
         The path.
@@ -137,8 +141,10 @@ def save_quality_plot(curves, path, title="Quality vs wall time"):
     ax = fig.subplots()
     for label, (seconds, fcd) in curves.items():
         ax.plot(seconds, fcd, marker="o", label=label)
+    if target is not None:
+        ax.axhline(target, color="gray", linestyle="--", label=f"target {target:g}")
     ax.set(
-        xlabel="training seconds",
+        xlabel=xlabel,
         ylabel="FCD (lower is better)",
         title=title,
         yscale="log",

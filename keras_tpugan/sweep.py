@@ -4,7 +4,6 @@ import dataclasses
 import os
 
 import keras
-import numpy as np
 
 from keras_tpugan import reports
 from keras_tpugan.config import TrainConfig
@@ -29,6 +28,10 @@ COLUMNS = (
     ("g_loss", "g_loss", ".3f"),
     ("fcd", "FCD", ".2f"),
     ("classifier_score", "classifier score", ".2f"),
+    ("best_fcd", "best FCD", ".2f"),
+    ("steps_to_target", "steps to target", "d"),
+    ("images_to_target", "images to target", "d"),
+    ("seconds_to_target", "s to target", ".1f"),
     ("status", "status", "s"),
 )
 
@@ -44,9 +47,13 @@ def run_sweep(config, batch_sizes, out_dir, strategy=None, verbose=0):
     (`batch_0064/`, ...), `results.csv`, `results.json`, `results.md` (the
     table) and the plots `learning_curves.png` (G and D losses per epoch and
     per image seen, one line per batch size), `epoch_time.png` (time per
-    epoch vs batch size) and `quality_vs_time.png` (FCD vs wall time). A run
-    that fails (out of memory, bad setting) is recorded with its error and
-    the sweep goes on.
+    epoch vs batch size), `quality_vs_time.png` and `quality_vs_images.png`
+    (FCD against training seconds and images seen). With
+    `config.target_fcd`, every batch size is scored after the same numbers
+    of images (every `quality_every` epochs' worth of the dataset) and the
+    table gives the steps, images and seconds to reach the target (empty
+    when never) and the best FCD. A run that fails (out of memory, bad
+    setting) is recorded with its error and the sweep goes on.
 
     Args:
         config: The `TrainConfig` every run starts from.
@@ -93,6 +100,7 @@ def run_sweep(config, batch_sizes, out_dir, strategy=None, verbose=0):
             run_dir = os.path.join(out_dir, f"batch_{batch:04d}")
             summary = train(run_config, run_dir, strategy=strategy, verbose=verbose)
             row.update(_row_from_summary(summary))
+            row["target_fcd"] = run_config.target_fcd
             histories[batch] = reports.read_history(
                 os.path.join(run_dir, "history.csv")
             )
@@ -117,6 +125,11 @@ def _row_from_summary(summary):
         "g_loss": final.get("g_loss"),
         "fcd": final.get("fcd"),
         "classifier_score": final.get("classifier_score"),
+        "best_fcd": summary.get("best_fcd"),
+        "steps_to_target": summary.get("steps_to_target"),
+        "images_to_target": summary.get("images_to_target"),
+        "seconds_to_target": summary.get("seconds_to_target"),
+        "quality_schedule": summary.get("quality_schedule", []),
     }
 
 
@@ -145,11 +158,22 @@ def _plot(rows, histories, out_dir):
         [r["mean_epoch_seconds"] for r in ok],
         os.path.join(out_dir, "epoch_time.png"),
     )
-    quality = {}
+    by_seconds, by_images = {}, {}
     for r in ok:
-        h = histories[r["batch_size"]]
-        if "fcd" in h:
-            seconds = (h["step_time_ms"] * r["steps_per_epoch"] / 1000.0).cumsum()
-            keep = np.isfinite(h["fcd"])  # the scored epochs
-            quality[f"batch {r['batch_size']}"] = (seconds[keep], h["fcd"][keep])
-    reports.save_quality_plot(quality, os.path.join(out_dir, "quality_vs_time.png"))
+        schedule = r.get("quality_schedule") or []
+        if schedule:
+            label = f"batch {r['batch_size']}"
+            fcd = [p["fcd"] for p in schedule]
+            by_seconds[label] = ([p["seconds"] for p in schedule], fcd)
+            by_images[label] = ([p["images"] for p in schedule], fcd)
+    target = rows[0].get("target_fcd") if rows else None
+    reports.save_quality_plot(
+        by_seconds, os.path.join(out_dir, "quality_vs_time.png"), target=target
+    )
+    reports.save_quality_plot(
+        by_images,
+        os.path.join(out_dir, "quality_vs_images.png"),
+        title="Quality vs images seen",
+        xlabel="images seen",
+        target=target,
+    )

@@ -18,6 +18,11 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     It validates on the config's held-out split after every epoch
     (`val_d_loss`, `val_d_real`, ... in the history).
 
+    With `config.target_fcd` the summary gives the steps, images and
+    training seconds until the FCD first reached it (None if never), the
+    best FCD and every score with its step, images and seconds
+    (`quality_schedule`).
+
     Writes `config.json`, `samples/epoch_*.png` and `samples/samples.gif`,
     `history.csv`, `loss_curves.png`, `generator.keras` (the EMA generator
     when there is one) and `summary.json` (data source, replicas, precision,
@@ -62,6 +67,8 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
                 every_n_epochs=config.quality_every,
                 num_images=config.quality_images,
                 seed=config.seed,
+                every_n_images=_quality_every_images(config, info),
+                global_batch_size=config.batch_size,
             )
         ]
     fit_started = time.perf_counter()
@@ -111,7 +118,39 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "ema_decay": config.ema_decay,
         "stopped_reason": guard.stopped_reason,
         "final": {k: float(v[-1]) for k, v in history.history.items()},
+        **_time_to_target(config, scoring),
     }
     with open(os.path.join(workdir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+def _quality_every_images(config, info):
+    if config.quality_every_images or config.target_fcd is None:
+        return config.quality_every_images
+    # A schedule in images that is the same for every batch size.
+    return config.quality_every * info["num_examples"] if info["num_examples"] else None
+
+
+def _time_to_target(config, scoring):
+    """The quality schedule and the first score at or below the target."""
+    if not scoring:
+        return {}
+    quality = scoring[0]
+    fcds = [r["fcd"] for r in quality.records]
+    out = {
+        "quality_schedule": quality.records,
+        "best_fcd": min(fcds) if fcds else None,
+        "target_fcd": config.target_fcd,
+        "steps_to_target": None,
+        "images_to_target": None,
+        "seconds_to_target": None,
+    }
+    reached = (
+        None if config.target_fcd is None else quality.first_reaching(config.target_fcd)
+    )
+    if reached is not None:
+        out["steps_to_target"] = reached["step"]
+        out["images_to_target"] = reached["images"]
+        out["seconds_to_target"] = reached["seconds"]
+    return out

@@ -84,7 +84,7 @@ class GANHyperModel(kt.HyperModel):
         learning_rates=None,
         lr_scaling="linear",
         base_batch_size=None,
-        objective="fcd",
+        objective="time_to_fcd",
         image_budget=64_000,
         evaluations=4,
         target_fcd=50.0,
@@ -211,12 +211,16 @@ class GANHyperModel(kt.HyperModel):
             )
         seconds = speed.total_seconds
         images_seen = len(history.epoch) * chunk * batch
+        reached = target.reached_at or {}
         record.update(
             train_seconds=seconds,
             images_seen=images_seen,
             images_per_sec=speed.mean_images_per_sec or images_seen / seconds,
             fcd=history.history["fcd"][-1],
-            time_to_target=target.reached,
+            best_fcd=min(c[2] for c in target.curve),
+            steps_to_target=reached.get("steps"),
+            images_to_target=reached.get("images"),
+            seconds_to_target=target.reached,
             curve=target.curve,
         )
         if self.objective == "fcd":
@@ -233,15 +237,17 @@ class _TimeToTarget(keras.callbacks.Callback):
         super().__init__()
         self.speed, self.target_fcd = speed, target_fcd
         self.time_cap = None  # set: stop at the target or past the cap
-        self.curve, self.reached = [], None
+        self.curve, self.reached, self.reached_at = [], None, None
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self.speed.total_seconds
-        images = (epoch + 1) * self.params["steps"] * self.speed.global_batch_size
+        steps = (epoch + 1) * self.params["steps"]
+        images = steps * self.speed.global_batch_size
         fcd = logs["fcd"]
         self.curve.append((seconds, images, fcd))
         if self.reached is None and fcd <= self.target_fcd:
             self.reached = seconds
+            self.reached_at = {"steps": steps, "images": images}
         if self.time_cap is not None and (
             self.reached is not None or seconds > self.time_cap
         ):
@@ -253,7 +259,7 @@ def search_batch_size(
     batch_sizes=(32, 64, 128, 256),
     learning_rates=None,
     tuner="grid",
-    objective="fcd",
+    objective="time_to_fcd",
     max_trials=None,
     strategy=None,
     directory="runs/tune",
@@ -262,9 +268,11 @@ def search_batch_size(
 ):
     """Searches the batch size (and learning rate) that trains best.
 
-    Writes `results.csv`, `results.md`, `results.json` and
-    `quality_vs_time.png` (FCD against training seconds, one line per
-    trial) under `directory`, beside keras-tuner's own trial records. The
+    Writes `results.csv`, `results.md`, `results.json`,
+    `quality_vs_time.png` and `quality_vs_images.png` (FCD against
+    training seconds and images seen, one line per trial; the rows give the
+    steps, images and seconds to `target_fcd` and the best FCD) under
+    `directory`, beside keras-tuner's own trial records. The
     rows record the precision and seed each trial ran in.
 
     Args:
@@ -346,7 +354,10 @@ ROW_KEYS = (
     "images_seen",
     "images_per_sec",
     "fcd",
-    "time_to_target",
+    "best_fcd",
+    "steps_to_target",
+    "images_to_target",
+    "seconds_to_target",
 )
 
 
@@ -369,7 +380,10 @@ def _write_results(rows, best, objective, directory):
         ("images_seen", "images seen", "d"),
         ("images_per_sec", "images/s", ".0f"),
         ("fcd", "FCD", ".2f"),
-        ("time_to_target", "time to target s", ".1f"),
+        ("best_fcd", "best FCD", ".2f"),
+        ("steps_to_target", "steps to target", "d"),
+        ("images_to_target", "images to target", "d"),
+        ("seconds_to_target", "s to target", ".1f"),
     ]
     reports.write_results(
         directory,
@@ -390,4 +404,16 @@ def _write_results(rows, best, objective, directory):
         curves,
         os.path.join(directory, "quality_vs_time.png"),
         title="Quality vs wall time per trial",
+    )
+    by_images = {
+        label: ([c[1] for c in r["curve"]], fcd)
+        for (label, (_, fcd)), r in zip(
+            curves.items(), [r for r in rows if r["curve"]], strict=True
+        )
+    }
+    reports.save_quality_plot(
+        by_images,
+        os.path.join(directory, "quality_vs_images.png"),
+        title="Quality vs images seen per trial",
+        xlabel="images seen",
     )

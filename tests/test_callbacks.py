@@ -321,3 +321,31 @@ def test_keras_terminate_on_nan_stops_at_the_first_nan_step():
     # `loss` = d_loss + g_loss is in the logs, so Keras's callback sees it.
     assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 3
     assert len(history.epoch) == 1 and np.isnan(history.history["loss"][0])
+
+
+def test_quality_metrics_on_a_schedule_in_images_seen(classifier_dir):
+    gan = tiny_gan()
+    quality = ktg.callbacks.QualityMetrics(
+        num_images=50,
+        classifier_dir=classifier_dir,
+        real_images=random_images(100),
+        held_out_images=random_images(100, seed=1),
+        every_n_images=6,
+        global_batch_size=4,
+    )
+    history = gan.fit(
+        batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality]
+    )
+    # 4 images a step: 6, 12, 18, 24 images are first reached at steps 2,
+    # 3 (mid-epoch), 5 and 6.
+    assert [r["step"] for r in quality.records] == [2, 3, 5, 6]
+    assert [r["images"] for r in quality.records] == [8, 12, 20, 24]
+    seconds = [r["seconds"] for r in quality.records]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    # Each epoch logs its last score.
+    fcds = [r["fcd"] for r in quality.records]
+    assert history.history["fcd"] == [fcds[0], fcds[1], fcds[3]]
+    assert quality.first_reaching(1e9)["step"] == 2
+    assert quality.first_reaching(-1.0) is None
+    with pytest.raises(ValueError, match="global_batch_size"):
+        ktg.callbacks.QualityMetrics(every_n_images=100)

@@ -106,6 +106,8 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "2",
         "--lr-scaling",
         "linear",
+        "--target-fcd",
+        "100000",
         "--out",
         str(out),
     ]
@@ -127,6 +129,10 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "g_loss",
         "fcd",
         "classifier_score",
+        "best_fcd",
+        "steps_to_target",
+        "images_to_target",
+        "seconds_to_target",
         "status",
     ]
     assert rows[0]["status"] == rows[1]["status"] == "ok"
@@ -138,10 +144,23 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         2 * float(rows[0]["learning_rate"])
     )
     assert float(rows[1]["fcd"]) > 0 and 1 <= float(rows[1]["classifier_score"]) <= 10
+    # Scored after the same images (every 4,000, the dataset) at each batch:
+    # the first score past 4,000 images, at step 63 of 64 or 32 of 128.
+    assert [int(r["steps_to_target"]) for r in rows[:2]] == [63, 32]
+    for row, batch in zip(rows[:2], (64, 128), strict=True):
+        assert int(row["images_to_target"]) == int(row["steps_to_target"]) * batch
+        assert 0 < float(row["seconds_to_target"]) <= float(row["total_seconds"])
+        assert float(row["best_fcd"]) <= float(row["fcd"])
+    assert rows[2]["steps_to_target"] == ""
     table = (out / "results.md").read_text()
     assert table.count("\n") == 5 and "| FCD | classifier score |" in table
     assert len(json.loads((out / "results.json").read_text())) == 3
-    for plot in ("learning_curves.png", "epoch_time.png", "quality_vs_time.png"):
+    for plot in (
+        "learning_curves.png",
+        "epoch_time.png",
+        "quality_vs_time.png",
+        "quality_vs_images.png",
+    ):
         assert Image.open(out / plot).size[0] > 300, plot
 
 

@@ -20,6 +20,7 @@ def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
         evaluations=2,
         quality_images=200,
         classifier_dir=classifier_dir,
+        objective="fcd",
     )
     return tuning.GANHyperModel(config, **(settings | kwargs))
 
@@ -118,3 +119,36 @@ def test_trials_train_in_the_configs_precision_and_seed(classifier_dir):
     assert [(r["precision"], r["seed"]) for r in hypermodel.records] == [
         ("mixed_bfloat16", 7)
     ] * 2
+
+
+def test_time_to_fcd_is_the_default_and_reports_steps_images_seconds(
+    tmp_path, classifier_dir
+):
+    hypermodel = tuning.GANHyperModel(
+        SMOKE,
+        batch_sizes=[32],
+        strategy=distribute.get_strategy("cpu", num_replicas=1),
+        image_budget=640,
+        evaluations=2,
+        quality_images=200,
+        classifier_dir=classifier_dir,
+        target_fcd=1e9,  # reached at the first score
+    )
+    assert hypermodel.objective == "time_to_fcd"
+    _, rows = tuning.search_batch_size(hypermodel=hypermodel, directory=str(tmp_path))
+    (row,) = rows
+    # Scored after each half of the budget: 10 steps of 32 images.
+    assert row["steps_to_target"] == 10 and row["images_to_target"] == 320
+    assert row["seconds_to_target"] == row["objective"] > 0
+    assert row["images_seen"] == 320  # it stopped at the target
+    assert row["best_fcd"] == row["fcd"]
+    with open(tmp_path / "results.csv") as f:
+        header = next(csv.reader(f))
+    for column in (
+        "steps_to_target",
+        "images_to_target",
+        "seconds_to_target",
+        "best_fcd",
+    ):
+        assert column in header
+    assert (tmp_path / "quality_vs_images.png").stat().st_size > 0

@@ -1,5 +1,9 @@
 """`QualityMetrics`: FCD, classifier score and KID in the training logs."""
 
+import time
+
+import keras
+
 from keras_tpugan import data, metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
 
@@ -52,10 +56,20 @@ class QualityMetrics(GANCallback):
     can use them). An epoch that is not scored logs the worst value each
     score can take, which no "best" logic picks: `fcd`, `fid` and `kid`
     `inf`, `classifier_score` `-inf` (the real-data floors are logged every
-    epoch). Give those callbacks `mode="min"` for `fcd`, `fid` and `kid`,
-    `mode="max"` for `classifier_score`. `GAN.fit` runs this callback
-    before the user's callbacks, whatever the order of the list, so they
-    all see the scores of the epoch.
+    epoch). Those callbacks need no `mode`: the GAN declares `fcd`, `fid`
+    and `kid` lower-is-better and `classifier_score` higher-is-better.
+    `GAN.fit` runs this callback before the user's callbacks, whatever the
+    order of the list, so they all see the scores of the epoch.
+
+    With `every_n_images` it scores on a schedule in images seen instead
+    (after the step at which each multiple of `every_n_images` is reached,
+    mid-epoch if need be), so runs with different batch sizes are scored
+    after the same numbers of images; an epoch logs its last score, and
+    the last epoch is scored at its end if it had none. Either
+    way every score is kept in `records` with the step, the images seen and
+    the training seconds so far (the time spent scoring and validating left
+    out), and `first_reaching(target_fcd)` gives the first that reached a
+    target: the time to quality.
 
     Args:
         every_n_epochs: Score after every `every_n_epochs` epochs (and after
@@ -70,6 +84,11 @@ class QualityMetrics(GANCallback):
         features: `"classifier"` (MNIST) or `"inception"` (RGB, FID).
         inception_weights: Weights for `features="inception"` (`None`:
             random weights, for offline tests of the plumbing only).
+        every_n_images: Score every this many images seen, instead of
+            every `every_n_epochs` epochs.
+        global_batch_size: Images per step over all replicas (required
+            with `every_n_images`; otherwise it adds the images seen to
+            `records`).
 
     Example:
 
@@ -92,8 +111,21 @@ class QualityMetrics(GANCallback):
         classifier_dir=None,
         features="classifier",
         inception_weights="imagenet",
+        every_n_images=None,
+        global_batch_size=None,
     ):
         super().__init__(None)
+        if every_n_images is not None and (
+            int(every_n_images) < 1 or not global_batch_size
+        ):
+            raise ValueError(
+                "Expected every_n_images >= 1 with the global_batch_size (images "
+                f"per step). Received: every_n_images={every_n_images}, "
+                f"global_batch_size={global_batch_size}."
+            )
+        self.every_n_images = every_n_images
+        self.global_batch_size = global_batch_size
+        self.records = []
         if features not in NAMES:
             raise ValueError(
                 f"Expected features in {tuple(NAMES)}. Received: features={features!r}."
@@ -120,6 +152,13 @@ class QualityMetrics(GANCallback):
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
+        # Steps before this fit (a resumed run continues its schedule).
+        self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
+        self._clock = _TrainingClock()
+        self._latest = None
+        if self.every_n_images:
+            done = self._steps * self.global_batch_size // self.every_n_images
+            self._next_images = (done + 1) * self.every_n_images
         shape = tuple(self.model.generator.output_shape[1:])
         if self.features == "classifier" and shape != (28, 28, 1):
             raise ValueError(
@@ -158,11 +197,37 @@ class QualityMetrics(GANCallback):
             return metrics.inception_features(images, self.inception_weights), None
         return metrics.classifier_outputs(self.classifier, images)
 
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps += 1
+        if not self.every_n_images:
+            return
+        if self._steps * self.global_batch_size >= self._next_images:
+            self._latest = self._score_and_record()
+            images = self._steps * self.global_batch_size
+            self._next_images = (images // self.every_n_images + 1) * (
+                self.every_n_images
+            )
+
+    def on_test_begin(self, logs=None):
+        self._clock.pause()
+
+    def on_test_end(self, logs=None):
+        self._clock.resume()
+
     def on_epoch_end(self, epoch, logs=None):
+        last = epoch + 1 == self.params.get("epochs")
+        if self.every_n_images:
+            scores, self._latest = self._latest, None
+            if scores is None and last:  # the end of training, off schedule
+                scores = self._score_and_record()
+        elif self.due(epoch, self.every_n_epochs):
+            scores = self._score_and_record()
+        else:
+            scores = None
         if logs is None:
             return
-        if self.due(epoch, self.every_n_epochs):
-            logs.update(self.score())
+        if scores is not None:
+            logs.update(scores)
             return
         # Unscored: the worst value each score can take, never a "best".
         # (NaN was taken as the best by EarlyStopping; a missing key makes
@@ -171,6 +236,39 @@ class QualityMetrics(GANCallback):
             {name: UNSCORED[name] for name in NAMES[self.features] if name in UNSCORED}
         )
         logs.update(self.floor)
+
+    def _score_and_record(self):
+        self._clock.pause()
+        scores = self.score()
+        self._clock.resume()
+        images = None
+        if self.global_batch_size:
+            images = self._steps * self.global_batch_size
+        self.records.append(
+            {
+                "step": self._steps,
+                "images": images,
+                "seconds": self._clock.seconds(),
+                **scores,
+            }
+        )
+        return scores
+
+    def first_reaching(self, target_fcd):
+        """The first record whose FCD (or FID) is at most `target_fcd`.
+
+        Args:
+            target_fcd: The target.
+
+        Returns:
+            A dict with `step`, `images`, `seconds` and the scores, or None
+            when no score reached it.
+        """
+        name = "fid" if self.features == "inception" else "fcd"
+        for record in self.records:
+            if record[name] <= target_fcd:
+                return record
+        return None
 
     def score(self):
         """Scores `num_images` images from the GAN now.
@@ -191,3 +289,25 @@ class QualityMetrics(GANCallback):
             "kid": kid,
             **self.floor,
         }
+
+
+class _TrainingClock:
+    """Wall seconds since it was made, less the time spent paused."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+        self._paused_total = 0.0
+        self._paused_at = None
+
+    def pause(self):
+        if self._paused_at is None:
+            self._paused_at = time.perf_counter()
+
+    def resume(self):
+        if self._paused_at is not None:
+            self._paused_total += time.perf_counter() - self._paused_at
+            self._paused_at = None
+
+    def seconds(self):
+        now = self._paused_at or time.perf_counter()
+        return now - self._start - self._paused_total
