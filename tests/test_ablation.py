@@ -36,6 +36,8 @@ def test_sweep_grid_trains_each_setting_per_seed(tmp_path, classifier_dir, capsy
             "quality_images=100",
             "--set",
             "validation_split=none",
+            "--set",
+            "batch_size=256",
             "--grid",
             "augment=none,translation+cutout",
             "--seeds",
@@ -55,8 +57,8 @@ def test_sweep_grid_trains_each_setting_per_seed(tmp_path, classifier_dir, capsy
         ("augment=translation,cutout", "1"),
     ]
     assert all(r["status"] == "ok" and float(r["fcd"]) > 0 for r in runs)
-    # The same image budget for every run: 62 steps of 64 images.
-    assert {r["images_seen"] for r in runs} == {str(62 * 64)}
+    # The same image budget for every run: 15 steps of 256 images.
+    assert {r["images_seen"] for r in runs} == {str(15 * 256)}
     rows = json.loads((out / "results.json").read_text())
     assert [r["runs"] for r in rows] == [2, 2]
     for row in rows:

@@ -18,9 +18,16 @@ The contract between the GAN and its step:
 - The GAN (`gan.py`) owns the public API and the attributes the step reads:
   `generator`, `discriminator`, `latent_dim`, `num_classes`,
   `discriminator_steps`, `gradient_penalty`, `penalty_weight`, `seed`,
-  `ema_decay`, `ema_generator`, `step_counter`, `trackers` (one `Mean` per
-  logged value, in `LOGGED` order), and after `compile`
-  `adversarial_loss`, `generator_optimizer` and `discriminator_optimizer`.
+  `ema_decay`, `ema_halflife_images`, `ema_rampup`, `ema_generator`,
+  `augment` (a `DiffAugment` or None) and `augment_probability`,
+  `step_counter`, `trackers` (one `Mean` per logged value: `D_LOGGED`,
+  `d_real_sign` with an adaptive augmentation, then `G_LOGGED`), and after
+  `compile` `adversarial_loss`, `generator_optimizer` and
+  `discriminator_optimizer`.
+- The step draws every random number outside the objectives from `(seed,
+  step, stream)` for the GLOBAL batch (latents, WGAN-GP weights, the
+  augmentation's numbers) and passes them in `StepInputs`, so the maths is
+  deterministic and the same on any number of replicas.
 - `GANStep` (this file) owns the maths both backends share, written with
   `keras.ops` and `stateless_call` on variable VALUES so that each backend
   differentiates it with its own autodiff: `discriminator_objective`,
