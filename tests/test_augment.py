@@ -158,3 +158,18 @@ def test_spectral_norm_discriminator_trains_and_saves(tmp_path):
     assert np.isfinite(history.history["d_loss"][-1])
     d.save(tmp_path / "d.keras")
     keras.saving.load_model(tmp_path / "d.keras")
+
+
+def test_a_conditional_gan_trains_with_augmentation_and_validation():
+    gan = tiny_gan(num_classes=2, augment="translation,cutout")
+    labels = np.arange(16) % 2
+    history = gan.fit(
+        batches(random_images(16), 4, labels=labels),
+        epochs=1,
+        verbose=0,
+        validation_data=batches(random_images(8, seed=2), 4, labels=labels[:8]),
+    )
+    logged = history.history
+    assert np.isfinite(logged["d_loss"][0]) and np.isfinite(logged["val_d_loss"][0])
+    # A fixed probability: logged, not adapted.
+    assert logged["augment_p"] == [1.0] and "d_real_sign" not in logged
