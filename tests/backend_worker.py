@@ -64,7 +64,12 @@ def use_fixed_noise(gan, noise):
     z, alpha = noise["z"], noise["alpha"]
 
     def pick(step, stream):
-        return ops.take(z, step, axis=0)[stream], ops.take(alpha, step, axis=0)[stream]
+        # (latents, WGAN-GP weights, augmentation numbers: none here)
+        return (
+            ops.take(z, step, axis=0)[stream],
+            ops.take(alpha, step, axis=0)[stream],
+            None,
+        )
 
     if BACKEND == "jax":
         gan._draw_noise = lambda step, stream, global_batch: pick(step, stream)
