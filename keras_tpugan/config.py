@@ -63,8 +63,9 @@ class TrainConfig:
     # of linear learning-rate warm-up.
     optimizer: str = "adam"
     warmup_epochs: int = 0
-    # Scale learning_rate with batch_size: "none", "linear" or "sqrt", from
-    # base_batch_size (the batch size learning_rate is meant for).
+    # Scale learning_rate with batch_size: "none", "linear", "sqrt" or
+    # "sqrt-adam" (also Adam's beta_2 and epsilon), from base_batch_size
+    # (the batch size learning_rate is meant for).
     lr_scaling: str = "none"
     base_batch_size: int = 64
     # Adversarial loss, gradient penalty (None, "wgan-gp", "r1"), n_critic.
@@ -195,6 +196,8 @@ class TrainConfig:
             )
         if self.augment != "none":
             self.augmentation()  # its own checks: policy, probabilities
+        self.scaled_adam_moments("g")  # beta_2 must stay in [0, 1) scaled
+        self.scaled_adam_moments("d")
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise ValueError(
                 "Expected ema_decay in (0, 1) (0.999 is usual) or None (no "
@@ -269,6 +272,25 @@ class TrainConfig:
             adaptive=self.augment_adaptive,
             target=self.augment_target,
             background=self.augment_background,
+        )
+
+    def scaled_adam_moments(self, network="g"):
+        """`(beta_2, epsilon)` of a network's optimizer at `batch_size`.
+
+        Scaled from `base_batch_size` under `lr_scaling="sqrt-adam"`,
+        unchanged otherwise.
+
+        Args:
+            network: `"g"` or `"d"`.
+
+        Returns:
+            `(beta_2, epsilon)`.
+        """
+        beta_2 = self.beta_2
+        if network == "d" and self.d_beta_2 is not None:
+            beta_2 = self.d_beta_2
+        return large_batch.scaled_adam_moments(
+            beta_2, 1e-7, self.batch_size, self.base_batch_size, self.lr_scaling
         )
 
     @property

@@ -206,19 +206,23 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
     )
     warmup_steps = config.warmup_epochs * (steps_per_epoch or 0)
 
-    def optimizer(rate, beta_1, beta_2):
+    def optimizer(network, rate, beta_1):
+        beta_2, epsilon = config.scaled_adam_moments(network)
         return large_batch.make_optimizer(
-            config.optimizer, rate, beta_1, warmup_steps, beta_2=beta_2
+            config.optimizer,
+            rate,
+            beta_1,
+            warmup_steps,
+            beta_2=beta_2,
+            epsilon=epsilon,
         )
 
     gan.compile(
-        generator_optimizer=optimizer(
-            config.scaled_learning_rate, config.beta_1, config.beta_2
-        ),
+        generator_optimizer=optimizer("g", config.scaled_learning_rate, config.beta_1),
         discriminator_optimizer=optimizer(
+            "d",
             config.scaled_d_learning_rate,
             config.beta_1 if config.d_beta_1 is None else config.d_beta_1,
-            config.beta_2 if config.d_beta_2 is None else config.d_beta_2,
         ),
         loss=config.loss,
         jit_compile=config.jit_compile,

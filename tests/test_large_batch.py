@@ -149,3 +149,35 @@ def test_config_scales_the_learning_rate_with_the_batch():
     assert float(gan.generator_optimizer.learning_rate.numpy()) == pytest.approx(2e-4)
     with pytest.raises(ValueError, match="Expected lr_scaling in"):
         cfg.override(["lr_scaling=cubic"])
+
+
+def test_sqrt_adam_scales_the_rate_beta_2_and_epsilon():
+    assert large_batch.scaled_adam_moments(0.999, 1e-7, 256, 64, "sqrt-adam") == (
+        pytest.approx(0.996),
+        pytest.approx(5e-8),
+    )
+    assert large_batch.scaled_adam_moments(0.999, 1e-7, 256, 64, "sqrt") == (
+        0.999,
+        1e-7,
+    )
+    with pytest.raises(ValueError, match="Expected beta_2 to stay in"):
+        large_batch.scaled_adam_moments(0.9, 1e-7, 1024, 64, "sqrt-adam")
+    cfg = TrainConfig.preset("smoke").override(
+        [
+            "lr_scaling=sqrt-adam",
+            "base_batch_size=64",
+            "batch_size=256",
+            "learning_rate=1e-4",
+            "d_learning_rate=4e-4",
+            "d_beta_1=0.0",
+        ]
+    )
+    gan = build_gan(cfg, (28, 28, 1))
+    g, d = gan.generator_optimizer, gan.discriminator_optimizer
+    assert float(g.learning_rate.numpy()) == pytest.approx(2e-4)
+    assert float(d.learning_rate.numpy()) == pytest.approx(8e-4)  # two time-scales
+    assert g.beta_1 == 0.5 and d.beta_1 == 0.0
+    assert g.beta_2 == d.beta_2 == pytest.approx(0.996)
+    assert g.epsilon == pytest.approx(5e-8)
+    with pytest.raises(ValueError, match="Expected beta_2 to stay in"):
+        cfg.override(["beta_2=0.9", "batch_size=1024"])
