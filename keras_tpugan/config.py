@@ -219,7 +219,7 @@ class TrainConfig:
 
     @classmethod
     def preset(cls, name):
-        """Returns a preset: `"demo"`, `"smoke"` or `"mnist-tpu"`.
+        """Returns a preset: `"demo"`, `"demo-conditional"`, `"smoke"` or `"mnist-tpu"`.
 
         Args:
             name: The preset's name.
@@ -317,6 +317,19 @@ PRESETS = {
     # A few minutes on a 2-core CPU: the offline MNIST subset (4,000 digits).
     "demo": dict(
         source="offline",
+        latent_dim=64,
+        width=64,
+        batch_size=64,
+        epochs=40,
+        precision="mixed_bfloat16",
+        jit_compile=True,
+        ema_decay=0.999,
+        quality_every=5,
+    ),
+    # The demo, class-conditional: one row per class in the grids.
+    "demo-conditional": dict(
+        source="offline",
+        conditional=True,
         latent_dim=64,
         width=64,
         batch_size=64,
