@@ -326,19 +326,6 @@ PRESETS = {
         ema_decay=0.999,
         quality_every=5,
     ),
-    # The demo, class-conditional: one row per class in the grids.
-    "demo-conditional": dict(
-        source="offline",
-        conditional=True,
-        latent_dim=64,
-        width=64,
-        batch_size=64,
-        epochs=40,
-        precision="mixed_bfloat16",
-        jit_compile=True,
-        ema_decay=0.999,
-        quality_every=5,
-    ),
     # Seconds: checks that everything runs.
     "smoke": dict(
         source="offline",
@@ -364,6 +351,8 @@ PRESETS = {
         strategy="auto",
     ),
 }
+# The demo, class-conditional: one row per class in the grids.
+PRESETS["demo-conditional"] = {**PRESETS["demo"], "conditional": True}
 
 
 def _is_union(annotation):

@@ -79,6 +79,17 @@ def tiny_gan(
     return gan
 
 
+def tiny_quality(classifier_dir, **kwargs):
+    """QualityMetrics on 50 generated images against random 'real' ones."""
+    return ktg.callbacks.QualityMetrics(
+        num_images=50,
+        classifier_dir=classifier_dir,
+        real_images=random_images(100),
+        held_out_images=random_images(100, seed=1),
+        **kwargs,
+    )
+
+
 def numpy_weights(model):
     return [keras.ops.convert_to_numpy(w) for w in model.weights]
 

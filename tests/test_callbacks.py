@@ -4,7 +4,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from conftest import batches, random_images, tiny_gan
+from conftest import batches, random_images, tiny_gan, tiny_quality
 from PIL import Image
 
 import keras_tpugan as ktg
@@ -154,13 +154,7 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
 
 def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp_path):
     gan = tiny_gan()
-    quality = ktg.callbacks.QualityMetrics(
-        every_n_epochs=2,
-        num_images=50,
-        classifier_dir=classifier_dir,
-        real_images=random_images(100),
-        held_out_images=random_images(100, seed=1),
-    )
+    quality = tiny_quality(classifier_dir, every_n_epochs=2)
     seen, weights = [], []
 
     def record(epoch, logs):
@@ -325,14 +319,7 @@ def test_keras_terminate_on_nan_stops_at_the_first_nan_step():
 
 def test_quality_metrics_on_a_schedule_in_images_seen(classifier_dir):
     gan = tiny_gan()
-    quality = ktg.callbacks.QualityMetrics(
-        num_images=50,
-        classifier_dir=classifier_dir,
-        real_images=random_images(100),
-        held_out_images=random_images(100, seed=1),
-        every_n_images=6,
-        global_batch_size=4,
-    )
+    quality = tiny_quality(classifier_dir, every_n_images=6, global_batch_size=4)
     history = gan.fit(
         batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality]
     )

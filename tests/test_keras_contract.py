@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import batches, numpy_weights, random_images, tiny_gan
+from conftest import batches, numpy_weights, random_images, tiny_gan, tiny_quality
 
 import keras_tpugan as ktg
 
@@ -254,13 +254,7 @@ def test_keras_tuner_objective_on_fcd_takes_the_best_scored_epoch(
             return tiny_gan()
 
         def fit(self, hp, model, *args, **kwargs):
-            quality = ktg.callbacks.QualityMetrics(
-                every_n_epochs=2,
-                num_images=50,
-                classifier_dir=classifier_dir,
-                real_images=random_images(100),
-                held_out_images=random_images(100, seed=1),
-            )
+            quality = tiny_quality(classifier_dir, every_n_epochs=2)
             history = model.fit(
                 batches(random_images(8), 4),
                 epochs=4,
