@@ -11,6 +11,8 @@ import math
 import keras
 from keras import layers
 
+from keras_tpugan.spectral_normalization import StatelessSpectralNormalization
+
 NORMS = ("layer", "batch", "none")
 # The discriminator's: also spectral normalization of every weight layer.
 D_NORMS = ("none", "layer", "batch", "spectral")
@@ -162,7 +164,9 @@ def dcgan_discriminator(
             2018) with inputs `[images, labels]`.
         norm: `"none"` (the default), `"layer"`, `"batch"` (synchronized;
             not with WGAN-GP) or `"spectral"`: every convolution and the
-            logit layer wrapped in `keras.layers.SpectralNormalization`
+            logit layer wrapped in Keras's `SpectralNormalization` (as
+            `StatelessSpectralNormalization`, which also normalizes in
+            inference)
             (Miyato et al., 2018), which bounds the discriminator's
             Lipschitz constant (one power iteration per call; its vector
             depends on the weights alone, so it is the same on every
@@ -182,7 +186,7 @@ def dcgan_discriminator(
     spectral = norm == "spectral"
 
     def weighted(layer):
-        return layers.SpectralNormalization(layer) if spectral else layer
+        return StatelessSpectralNormalization(layer) if spectral else layer
 
     x = keras.Input(image_shape, name="images")
     h = x
@@ -194,7 +198,7 @@ def dcgan_discriminator(
         h = layers.LeakyReLU(0.2)(h)
     h = layers.Flatten()(h)
     if spectral:
-        logits = layers.SpectralNormalization(
+        logits = StatelessSpectralNormalization(
             layers.Dense(1, dtype="float32"), dtype="float32", name="logits"
         )(h)
     else:
