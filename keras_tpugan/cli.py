@@ -100,7 +100,9 @@ def _parser():
         "under --out.",
     )
     train.add_argument(
-        "--preset", default="demo", help="demo (default), smoke, mnist-tpu"
+        "--preset",
+        default="demo",
+        help="demo (default), demo-conditional, smoke, mnist-tpu",
     )
     train.add_argument(
         "--set",

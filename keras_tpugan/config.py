@@ -88,9 +88,11 @@ class TrainConfig:
     augment_adaptive: bool = False
     augment_target: float = 0.6
     augment_background: float = -1.0
-    # Speed: dtype policy, XLA, strategy kind ("auto", "tpu", "gpu", "cpu").
+    # Speed: dtype policy, XLA (True, False or "auto": on unless synchronized
+    # batch norm meets a multi-replica MirroredStrategy), strategy kind
+    # ("auto", "tpu", "gpu", "cpu").
     precision: str = "mixed_bfloat16"
-    jit_compile: bool = True
+    jit_compile: bool | str = True
     strategy: str = "auto"
     # Reproducibility: seeds the weights, the latents and the shuffling.
     seed: int = 0
@@ -148,6 +150,11 @@ class TrainConfig:
                 raise ValueError(
                     f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
                 )
+        if self.jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "Expected jit_compile to be true, false or auto. Received: "
+                f"jit_compile={self.jit_compile!r}."
+            )
         if self.warmup_epochs < 0:
             raise ValueError(
                 f"Expected warmup_epochs >= 0. Received: {self.warmup_epochs}."
@@ -327,7 +334,9 @@ PRESETS = {
         batch_size=64,
         epochs=100,
         precision="mixed_bfloat16",
-        jit_compile=True,
+        # XLA, except where synchronized batch norm cannot run in it (a
+        # multi-GPU MirroredStrategy).
+        jit_compile="auto",
         ema_decay=0.999,
         quality_every=5,
     ),
