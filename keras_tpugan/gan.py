@@ -3,6 +3,7 @@
 import contextlib
 import re
 import warnings
+import weakref
 
 import keras
 import numpy as np
@@ -199,6 +200,7 @@ class GAN(BackendGANStep, keras.Model):
             d_logged = d_logged + ("d_real_sign",)
         self.trackers = [keras.metrics.Mean(name=n) for n in d_logged + G_LOGGED]
         self._warned_range = False
+        self._checked_datasets = weakref.WeakSet()
         self.built = True
 
     # ------------------------------------------------------------------ API
@@ -497,13 +499,20 @@ class GAN(BackendGANStep, keras.Model):
         TensorFlow discards a partly filled cache rather than truncate it.
         """
         if isinstance(x, tf.data.Dataset):
-            if data_lib.is_normalized(x):
+            if data_lib.is_normalized(x) or x in self._checked_datasets:
                 return
+            dataset = x
             try:
                 batch = next(iter(x.take(1)))
             except StopIteration:
                 return  # empty: `fit` says so
             x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+            self._check_conventions(x, y)
+            self._checked_datasets.add(dataset)  # once per dataset, not per fit
+            return
+        self._check_conventions(x, y)
+
+    def _check_conventions(self, x, y):
         if x is None or "int" in str(getattr(x, "dtype", "")):
             return  # integer images are refused in the step, with the fix
         images = keras.ops.convert_to_numpy(x)
@@ -515,7 +524,7 @@ class GAN(BackendGANStep, keras.Model):
             # plausible: it is [0, 1] data.
             if low < -1.0 - _RANGE_SLACK or high > 1.0 + _RANGE_SLACK or low >= 0:
                 self._warned_range = True
-                warnings.warn(_range_message(low, high), stacklevel=3)
+                warnings.warn(_range_message(low, high), stacklevel=4)
 
     # ------------------------------------------------------------ saving
 
