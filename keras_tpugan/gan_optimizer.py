@@ -85,8 +85,6 @@ class GANOptimizer(keras.optimizers.MultiOptimizer):
 
     @learning_rate.setter
     def learning_rate(self, value):
-        if not hasattr(self, "_inner_optimizers"):
-            return  # Optimizer.__init__ sets a placeholder rate
         g_opt, d_opt = self._inner_optimizers
         g_rate = float(keras.ops.convert_to_numpy(g_opt.learning_rate))
         d_rate = float(keras.ops.convert_to_numpy(d_opt.learning_rate))

@@ -155,6 +155,20 @@ class GANStep:
         loss = ops.sum(per_example) / inputs.global_batch
         return loss * inputs.loss_scale, (g_state, loss)
 
+    def held_out_stats(self, values, inputs):
+        """Both objectives' logged values, nothing updated (`test_step`).
+
+        Args:
+            values: A `NetworkValues`.
+            inputs: A `StepInputs` with `training=False`.
+
+        Returns:
+            `(d_stats, g_loss)`, this replica's shares of the global means.
+        """
+        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
+        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        return d_stats, g_loss
+
     # ------------------------------------------------------------ helpers
 
     def ema_rate(self, step, global_batch):

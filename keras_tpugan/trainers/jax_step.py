@@ -76,9 +76,7 @@ class JAXGANStep(GANStep):
             images, labels, latents, alpha, divisor, 1.0, training=False
         )
         # 2. Both objectives, the networks in inference mode; nothing trains.
-        values = self._network_values(state)
-        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
-        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        d_stats, g_loss = self.held_out_stats(self._network_values(state), inputs)
         # 3. Update the metrics.
         logs = self._update_metrics(state, self._logged(d_stats, g_loss), global_batch)
         return logs, state.values()

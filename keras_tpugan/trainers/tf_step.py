@@ -67,9 +67,7 @@ class TensorFlowGANStep(GANStep):
             images, labels, latents, alpha, divisor, 1.0, training=False
         )
         # 2. Both objectives, the networks in inference mode; nothing trains.
-        values = self._network_values()
-        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
-        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        d_stats, g_loss = self.held_out_stats(self._network_values(), inputs)
         # 3. Update the metrics.
         return self._update_metrics(self._all_reduced(d_stats, g_loss), divisor)
 
@@ -128,9 +126,7 @@ class TensorFlowGANStep(GANStep):
         """ADA: moves the augmentation probability; logs it as `augment_p`."""
         if self.augment is None:
             return logs
-        new = self.next_augment_probability(
-            probability, tf.unstack(logged), global_batch
-        )
+        new = self.next_augment_probability(probability, logged, global_batch)
         if new is not None:
             self.augment_probability.assign(new)
             probability = new
