@@ -187,6 +187,8 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
     )
     # Scored after epochs 2 and 4; the others log the worst values.
     fcd = history.history["fcd"]
+    assert [r["step"] for r in quality.records] == [4, 8]
+    assert [r["fcd"] for r in quality.records] == [fcd[1], fcd[3]]
     assert [s["fcd"] for s in seen] == fcd
     assert fcd[0] == fcd[2] == np.inf and np.isfinite(fcd[1]) and np.isfinite(fcd[3])
     assert seen[0]["classifier_score"] == -np.inf and seen[0]["kid"] == np.inf

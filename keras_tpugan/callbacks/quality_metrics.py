@@ -126,6 +126,10 @@ class QualityMetrics(GANCallback):
         self.every_n_images = every_n_images
         self.global_batch_size = global_batch_size
         self.records = []
+        if every_n_images is None:
+            # Keras dispatches steps asynchronously only while no callback
+            # has a batch hook; scoring per epoch needs none.
+            self.on_train_batch_end = super().on_train_batch_end
         if features not in NAMES:
             raise ValueError(
                 f"Expected features in {tuple(NAMES)}. Received: features={features!r}."
@@ -197,10 +201,8 @@ class QualityMetrics(GANCallback):
             return metrics.inception_features(images, self.inception_weights), None
         return metrics.classifier_outputs(self.classifier, images)
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch, logs=None):  # with every_n_images only
         self._steps += 1
-        if not self.every_n_images:
-            return
         if self._steps * self.global_batch_size >= self._next_images:
             self._latest = self._score_and_record()
             images = self._steps * self.global_batch_size
@@ -238,6 +240,8 @@ class QualityMetrics(GANCallback):
         logs.update(self.floor)
 
     def _score_and_record(self):
+        if not self.every_n_images:  # no batch hook counts the steps
+            self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
         self._clock.pause()
         scores = self.score()
         self._clock.resume()
