@@ -211,7 +211,7 @@ class GANHyperModel(kt.HyperModel):
             )
         seconds = speed.total_seconds
         images_seen = len(history.epoch) * chunk * batch
-        reached = target.reached_at or {}
+        reached = target.reached or {}
         record.update(
             train_seconds=seconds,
             images_seen=images_seen,
@@ -220,14 +220,14 @@ class GANHyperModel(kt.HyperModel):
             best_fcd=min(c[2] for c in target.curve),
             steps_to_target=reached.get("steps"),
             images_to_target=reached.get("images"),
-            seconds_to_target=target.reached,
+            seconds_to_target=reached.get("seconds"),
             curve=target.curve,
         )
         if self.objective == "fcd":
             return record["fcd"]
         if self.objective == "images_per_sec":
             return record["images_per_sec"]
-        return target.reached if target.reached is not None else self.time_cap
+        return reached.get("seconds", self.time_cap)
 
 
 class _TimeToTarget(keras.callbacks.Callback):
@@ -237,7 +237,8 @@ class _TimeToTarget(keras.callbacks.Callback):
         super().__init__()
         self.speed, self.target_fcd = speed, target_fcd
         self.time_cap = None  # set: stop at the target or past the cap
-        self.curve, self.reached, self.reached_at = [], None, None
+        # `reached`: the steps, images and seconds at the target, once met.
+        self.curve, self.reached = [], None
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = self.speed.total_seconds
@@ -246,8 +247,7 @@ class _TimeToTarget(keras.callbacks.Callback):
         fcd = logs["fcd"]
         self.curve.append((seconds, images, fcd))
         if self.reached is None and fcd <= self.target_fcd:
-            self.reached = seconds
-            self.reached_at = {"steps": steps, "images": images}
+            self.reached = {"steps": steps, "images": images, "seconds": seconds}
         if self.time_cap is not None and (
             self.reached is not None or seconds > self.time_cap
         ):
