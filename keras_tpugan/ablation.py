@@ -37,7 +37,7 @@ RUN_COLUMNS = (
 SCORES = ("fcd", "classifier_score", "kid")
 
 
-def parse_grid(items):
+def parse_grid(items, option="--grid"):
     """`["augment=none,translation", "d_norm=none,spectral"]` as a dict.
 
     Values are comma-separated; inside one value `+` stands for a comma
@@ -45,6 +45,7 @@ def parse_grid(items):
 
     Args:
         items: `key=value,value` strings.
+        option: The command-line option they came from, for error messages.
 
     Returns:
         A dict from field name to the list of its values (strings, as
@@ -58,16 +59,16 @@ def parse_grid(items):
         if not sep or not values.strip():
             raise ValueError(
                 f"Expected key=value,value,... Received: {item!r}. For example "
-                "--grid augment=none,translation+cutout"
+                f"{option} augment=none,translation+cutout"
             )
         if key not in fields:
             raise ValueError(
-                f"Unknown setting {key!r} in --grid. Valid settings: "
+                f"Unknown setting {key!r} in {option}. Valid settings: "
                 f"{', '.join(sorted(fields))}."
             )
         if key in grid:
             raise ValueError(
-                f"Expected each key once in the grid. Received: {key!r} twice."
+                f"Expected each key once in {option}. Received: {key!r} twice."
             )
         grid[key] = [
             v.strip().replace("+", ",") for v in values.split(",") if v.strip()

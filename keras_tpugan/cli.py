@@ -174,9 +174,9 @@ def _parser():
 
     tune = command(
         "tune",
-        "search the batch size (and learning rate) with keras-tuner",
-        "Search batch sizes with a budget in images seen; writes results.csv/md/"
-        "json and quality_vs_time.png under --out.",
+        "search the batch size, learning rate and settings with keras-tuner",
+        "Search batch sizes (and any settings, --space) with a budget in images "
+        "seen; writes results.csv/md/json and quality_vs_time.png under --out.",
     )
     tune.add_argument("--batch-sizes", type=int, nargs="+", required=True)
     tune.add_argument(
@@ -187,7 +187,17 @@ def _parser():
         help="base rates (default: the preset's)",
     )
     tune.add_argument(
-        "--lr-scaling", default="linear", help="none, linear (default) or sqrt"
+        "--lr-scaling",
+        default="linear",
+        help="none, linear (default), sqrt or sqrt-adam",
+    )
+    tune.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="also search this setting over these values (repeatable; + inside "
+        "a value stands for a comma), for example --space warmup_epochs=0,2",
     )
     tune.add_argument(
         "--tuner", default="grid", help="grid (default), random, bayesian, hyperband"
@@ -195,11 +205,18 @@ def _parser():
     tune.add_argument(
         "--objective",
         default="time_to_fcd",
-        help="time_to_fcd (default: training seconds to --target-fcd), fcd "
-        "(at the end of the budget) or images_per_sec",
+        help="time_to_fcd (default: training seconds to --target-fcd), "
+        "steps_to_fcd (training steps to it), fcd (at the end of the budget) "
+        "or images_per_sec",
     )
     tune.add_argument(
         "--image-budget", type=int, default=64_000, help="images seen per trial"
+    )
+    tune.add_argument(
+        "--evaluations",
+        type=int,
+        default=4,
+        help="FCD measurements per trial, evenly spread over the budget",
     )
     tune.add_argument("--target-fcd", type=float, default=50.0)
     tune.add_argument("--max-trials", type=int, default=None)
@@ -314,6 +331,7 @@ def _sweep(args):
 
 
 def _tune(args):
+    from keras_tpugan.ablation import parse_grid
     from keras_tpugan.tuning import search_batch_size
 
     best, _ = search_batch_size(
@@ -325,7 +343,9 @@ def _tune(args):
         max_trials=args.max_trials,
         directory=args.out,
         lr_scaling=args.lr_scaling,
+        space=parse_grid(args.space, option="--space"),
         image_budget=args.image_budget,
+        evaluations=args.evaluations,
         target_fcd=args.target_fcd,
     )
     with open(f"{args.out}/results.md") as f:

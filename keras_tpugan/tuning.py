@@ -1,4 +1,4 @@
-"""Searching the batch size (and learning rate) with keras-tuner."""
+"""Searching the batch size, learning rate and any setting with keras-tuner."""
 
 import dataclasses
 import itertools
@@ -15,20 +15,23 @@ from keras_tpugan.prepared_run import prepare
 OBJECTIVES = {
     "fcd": "min",
     "time_to_fcd": "min",
+    "steps_to_fcd": "min",
     "images_per_sec": "max",
 }
 TUNERS = ("grid", "random", "bayesian", "hyperband")
 
 
 class GANHyperModel(kt.HyperModel):
-    """A keras-tuner `HyperModel` over the global batch size of a GAN.
+    """A keras-tuner `HyperModel` over the global batch size and settings of a GAN.
 
     Every trial starts from `config` and is set up by
     `keras_tpugan.prepared_run.prepare`, as `train` sets up a run: seeded
     with `config.seed`, in `config.precision`, on the config's data. `build(hp)`
     builds and compiles the GAN for `hp.Choice("batch_size", ...)` and
     `hp.Choice("learning_rate", ...)`, the rate scaled with the batch by
-    `lr_scaling`. `fit(hp, model)` trains for a budget counted in IMAGES
+    `lr_scaling`, and one `hp.Choice` per entry of `space` (any other
+    `TrainConfig` setting: warm-up, Adam's betas, EMA, discriminator steps,
+    the optimizer, ...). `fit(hp, model)` trains for a budget counted in IMAGES
     SEEN (rounded down to whole evaluation chunks), so batch sizes are
     compared fairly, with the same callbacks `train` uses: `Throughput`
     times it, `QualityMetrics` scores the generator after each of the
@@ -38,6 +41,10 @@ class GANHyperModel(kt.HyperModel):
     - `"fcd"`: the Frechet classifier distance at the end of the budget;
     - `"time_to_fcd"`: training seconds until the FCD reaches `target_fcd`
       (`time_cap` if it never does);
+    - `"steps_to_fcd"`: training steps until the FCD reaches `target_fcd`
+      (one more than the budget's steps if it never does), the measure
+      that carries over to an accelerator whose step time hardly grows
+      with the batch;
     - `"images_per_sec"`: training throughput after the compiling chunk.
 
     A trial that runs out of memory or diverges raises
@@ -52,11 +59,16 @@ class GANHyperModel(kt.HyperModel):
             replica count).
         learning_rates: Base learning rates to choose from (default: the
             config's).
-        lr_scaling: `"none"`, `"linear"` or `"sqrt"` scaling of the rate from
-            `base_batch_size` to the trial's batch size.
+        lr_scaling: `"none"`, `"linear"`, `"sqrt"` or `"sqrt-adam"` scaling
+            of the rate from `base_batch_size` to the trial's batch size
+            (a `space` entry `lr_scaling` searches it instead).
         base_batch_size: Batch size the base rates are meant for (default:
             the smallest of `batch_sizes`).
-        objective: `"fcd"`, `"time_to_fcd"` or `"images_per_sec"`.
+        objective: `"fcd"`, `"time_to_fcd"`, `"steps_to_fcd"` or
+            `"images_per_sec"`.
+        space: A dict from `TrainConfig` field to the values to search
+            (strings as `--set` takes them, or typed values), for example
+            `{"warmup_epochs": [0, 2], "discriminator_steps": [1, 2]}`.
         image_budget: Images seen per trial.
         evaluations: Times the FCD is measured during a trial.
         target_fcd: The FCD that `"time_to_fcd"` waits for.
@@ -85,6 +97,7 @@ class GANHyperModel(kt.HyperModel):
         lr_scaling="linear",
         base_batch_size=None,
         objective="time_to_fcd",
+        space=None,
         image_budget=64_000,
         evaluations=4,
         target_fcd=50.0,
@@ -122,8 +135,14 @@ class GANHyperModel(kt.HyperModel):
         # Every setting a trial uses is checked here, once, by TrainConfig
         # (and the batch against the replicas), before any trial runs.
         self.lr_scaling = lr_scaling
+        self.space = _check_space(space or {})
         for batch, rate in itertools.product(self.batch_sizes, self.learning_rates):
             self._trial_config(batch, rate)
+        for key, values in self.space.items():
+            for value in values:
+                self._trial_config(
+                    self.batch_sizes[0], self.learning_rates[0], {key: value}
+                )
         self.strategy = strategy or distribute.get_strategy(self.config.strategy)
         for batch in self.batch_sizes:
             distribute.check_global_batch(batch, self.strategy)
@@ -137,19 +156,30 @@ class GANHyperModel(kt.HyperModel):
         self.records = []
         self._run = None
 
-    def _trial_config(self, batch, rate):
-        return dataclasses.replace(
+    @property
+    def combinations(self):
+        """How many settings the search space holds."""
+        count = len(self.batch_sizes) * len(self.learning_rates)
+        return count * math.prod(len(v) for v in self.space.values())
+
+    def _trial_config(self, batch, rate, choices=None):
+        config = dataclasses.replace(
             self.config,
             batch_size=batch,
             learning_rate=rate,
             lr_scaling=self.lr_scaling,
             base_batch_size=self.base_batch_size,
         )
+        return config.override([f"{k}={v}" for k, v in (choices or {}).items()])
 
     def build(self, hp):
         batch = hp.Choice("batch_size", self.batch_sizes)
         base_lr = hp.Choice("learning_rate", self.learning_rates)
-        self._run = prepare(self._trial_config(batch, base_lr), self.strategy)
+        choices = {
+            key: hp.Choice(key, values, ordered=False)
+            for key, values in self.space.items()
+        }
+        self._run = prepare(self._trial_config(batch, base_lr, choices), self.strategy)
         return self._run.build_gan()
 
     def fit(self, hp, model, *args, **kwargs):
@@ -159,6 +189,7 @@ class GANHyperModel(kt.HyperModel):
             "trial": len(self.records),
             "batch_size": batch,
             "learning_rate": run.config.scaled_learning_rate,
+            "settings": {key: hp.get(key) for key in self.space},
             "precision": run.config.precision,
             "seed": run.config.seed,
             "status": "ok",
@@ -195,6 +226,8 @@ class GANHyperModel(kt.HyperModel):
         target = _TimeToTarget(speed, self.target_fcd)
         if self.objective == "time_to_fcd":
             target.time_cap = self.time_cap
+        if self.objective == "steps_to_fcd":
+            target.time_cap = math.inf  # stop once the target is reached
         # Each "epoch" of this fit is one evaluation chunk; the callbacks
         # run in list order, so the time and the score are in the logs
         # before `target` reads them.
@@ -227,6 +260,8 @@ class GANHyperModel(kt.HyperModel):
             return record["fcd"]
         if self.objective == "images_per_sec":
             return record["images_per_sec"]
+        if self.objective == "steps_to_fcd":
+            return reached.get("steps", total_steps + 1)
         return reached.get("seconds", self.time_cap)
 
 
@@ -314,7 +349,7 @@ def search_batch_size(
         **hypermodel_kwargs,
     )
     objective = hypermodel.objective
-    combinations = len(hypermodel.batch_sizes) * len(hypermodel.learning_rates)
+    combinations = hypermodel.combinations
     common = dict(
         hypermodel=hypermodel,
         objective=kt.Objective(objective, OBJECTIVES[objective]),
@@ -338,8 +373,54 @@ def search_batch_size(
     search.search(max_epochs=4)
     rows = _rows(hypermodel.records)
     best = search.get_best_hyperparameters(1)[0].values
-    _write_results(rows, best, objective, directory)
+    _write_results(rows, best, objective, directory, list(hypermodel.space))
     return best, rows
+
+
+def best_per_batch_size(rows, objective):
+    """The best finished trial of each batch size, by `objective`.
+
+    Args:
+        rows: Result rows of `search_batch_size`.
+        objective: A key of `OBJECTIVES`.
+
+    Returns:
+        A dict from batch size to its best row.
+    """
+    sign = 1 if OBJECTIVES[objective] == "min" else -1
+    best = {}
+    for row in rows:
+        if row["status"] != "ok" or row["objective"] is None:
+            continue
+        held = best.get(row["batch_size"])
+        if held is None or sign * row["objective"] < sign * held["objective"]:
+            best[row["batch_size"]] = row
+    return dict(sorted(best.items()))
+
+
+def _check_space(space):
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    checked = {}
+    for key, values in space.items():
+        if key in ("batch_size", "learning_rate"):
+            raise ValueError(
+                f"Expected `space` without {key!r}: pass batch_sizes= and "
+                "learning_rates= (--batch-sizes, --learning-rates) instead."
+            )
+        if key not in fields:
+            raise ValueError(
+                f"Unknown setting {key!r} in `space`. Valid settings: "
+                f"{', '.join(sorted(fields - {'batch_size', 'learning_rate'}))}."
+            )
+        if isinstance(values, (str, bytes)) or not values:
+            raise ValueError(
+                f"Expected a non-empty list of values for {key!r} in `space`. "
+                f"Received: {values!r}."
+            )
+        # keras-tuner's Choice needs values of one type: keep them as the
+        # strings `TrainConfig.override` parses.
+        checked[key] = [str(v) for v in values]
+    return checked
 
 
 ROW_KEYS = (
@@ -363,15 +444,19 @@ ROW_KEYS = (
 
 def _rows(records):
     return [
-        {k: r.get(k) for k in ROW_KEYS} | {"curve": r.get("curve", [])} for r in records
+        {k: r.get(k) for k in ROW_KEYS}
+        | r.get("settings", {})
+        | {"curve": r.get("curve", [])}
+        for r in records
     ]
 
 
-def _write_results(rows, best, objective, directory):
+def _write_results(rows, best, objective, directory, space_keys=()):
     columns = [
         ("trial", "trial", "d"),
         ("batch_size", "batch", "d"),
         ("learning_rate", "lr", ".2e"),
+        *[(key, key, "s") for key in space_keys],
         ("precision", "precision", "s"),
         ("seed", "seed", "d"),
         ("status", "status", "s"),
@@ -390,10 +475,17 @@ def _write_results(rows, best, objective, directory):
         rows,
         columns,
         payload={"best": best, "objective": objective, "trials": rows},
-        footer=[f"Best ({objective}): {best}"],
+        footer=[f"Best ({objective}): {best}"]
+        + [
+            f"Best at batch {batch}: trial {row['trial']}, {objective} "
+            f"{row['objective']:.4g}"
+            + "".join(f", {key}={row[key]}" for key in space_keys)
+            for batch, row in best_per_batch_size(rows, objective).items()
+        ],
     )
     curves = {
-        f"trial {r['trial']}: batch {r['batch_size']}": (
+        f"trial {r['trial']}: batch {r['batch_size']}"
+        + "".join(f" {key}={r[key]}" for key in space_keys): (
             [c[0] for c in r["curve"]],
             [c[2] for c in r["curve"]],
         )

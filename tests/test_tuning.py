@@ -152,3 +152,85 @@ def test_time_to_fcd_is_the_default_and_reports_steps_images_seconds(
     ):
         assert column in header
     assert (tmp_path / "quality_vs_images.png").stat().st_size > 0
+
+
+def test_space_searches_any_setting_and_steps_to_fcd_ranks_by_steps(
+    tmp_path, classifier_dir
+):
+    hypermodel = _hypermodel(
+        classifier_dir,
+        batch_sizes=[32, 64],
+        space={"lr_scaling": ["linear", "sqrt-adam"]},
+        image_budget=320,
+        evaluations=1,
+        objective="steps_to_fcd",
+        target_fcd=-1.0,  # never reached: every trial runs its whole budget
+    )
+    assert hypermodel.combinations == 4
+    best, rows = tuning.search_batch_size(
+        hypermodel=hypermodel, directory=str(tmp_path)
+    )
+    assert len(rows) == 4
+    for row in rows:
+        # Not reached: one more than the budget's steps.
+        assert row["objective"] == 320 // row["batch_size"] + 1
+        assert row["steps_to_target"] is None
+        assert row["images_seen"] == 320
+    # Every trial trained with its own setting: from 32 to 64, linear
+    # scaling doubles the rate, sqrt-adam multiplies it by sqrt(2).
+    rates = {(r["lr_scaling"], r["batch_size"]): r["learning_rate"] for r in rows}
+    assert rates == pytest.approx(
+        {
+            ("linear", 32): SMOKE.learning_rate,
+            ("sqrt-adam", 32): SMOKE.learning_rate,
+            ("linear", 64): 2 * SMOKE.learning_rate,
+            ("sqrt-adam", 64): np.sqrt(2) * SMOKE.learning_rate,
+        }
+    )
+    # Fewest steps wins: batch 64 needs half of 32's steps for the budget.
+    assert best["batch_size"] == 64
+    assert set(best) == {"batch_size", "learning_rate", "lr_scaling"}
+    text = (tmp_path / "results.md").read_text()
+    assert "Best at batch 32: trial" in text and "Best at batch 64: trial" in text
+    with open(tmp_path / "results.csv") as f:
+        header = next(csv.reader(f))
+    assert "lr_scaling" in header
+
+
+def test_steps_to_fcd_counts_the_steps_to_the_target(classifier_dir):
+    hypermodel = _hypermodel(
+        classifier_dir,
+        batch_sizes=[32],
+        image_budget=640,
+        evaluations=2,
+        objective="steps_to_fcd",
+        target_fcd=1e9,  # reached at the first score
+    )
+    hp = kt.HyperParameters()
+    assert hypermodel.fit(hp, hypermodel.build(hp)) == {"steps_to_fcd": 10}
+    assert hypermodel.records[0]["images_seen"] == 320  # stopped there
+
+
+def test_best_per_batch_size_skips_failed_trials():
+    rows = [
+        {"batch_size": 64, "status": "ok", "objective": 30, "trial": 0},
+        {"batch_size": 64, "status": "ok", "objective": 20, "trial": 1},
+        {"batch_size": 128, "status": "failed: out of memory", "objective": None},
+        {"batch_size": 128, "status": "ok", "objective": 50, "trial": 3},
+    ]
+    best = tuning.best_per_batch_size(rows, "steps_to_fcd")
+    assert {b: r["trial"] for b, r in best.items()} == {64: 1, 128: 3}
+    best = tuning.best_per_batch_size(rows, "images_per_sec")
+    assert {b: r["trial"] for b, r in best.items()} == {64: 0, 128: 3}
+
+
+def test_bad_space(classifier_dir):
+    with pytest.raises(ValueError, match="pass batch_sizes= and learning_rates="):
+        _hypermodel(classifier_dir, space={"batch_size": [64]})
+    with pytest.raises(ValueError, match="Unknown setting 'warmup' in `space`"):
+        _hypermodel(classifier_dir, space={"warmup": [0, 1]})
+    with pytest.raises(ValueError, match="non-empty list of values for 'ema_decay'"):
+        _hypermodel(classifier_dir, space={"ema_decay": []})
+    # Each value is checked by TrainConfig before any trial runs.
+    with pytest.raises(ValueError, match="discriminator_steps"):
+        _hypermodel(classifier_dir, space={"discriminator_steps": [1, 0]})
