@@ -19,6 +19,12 @@ OBJECTIVES = {
     "images_per_sec": "max",
 }
 TUNERS = ("grid", "random", "bayesian", "hyperband")
+# The reference study's step-time model of a TPU v3-8: a step at 8x the
+# batch (512 vs 64) took 1.68x as long, since small per-core batches are
+# bound by per-step overhead. Used to project steps to target into time
+# where no accelerator was measured.
+TPU_STEP_TIME_RATIO = 1.68
+TPU_BATCH_FACTOR = 8
 
 
 class GANHyperModel(kt.HyperModel):
@@ -398,6 +404,90 @@ def best_per_batch_size(rows, objective):
     return dict(sorted(best.items()))
 
 
+def projected_step_time(batch, base_batch):
+    """Step time at `batch` relative to `base_batch` on the TPU model.
+
+    Linear in the batch through the reference study's measurement (8x the
+    batch: 1.68x the step time): 1.0 at `base_batch`, about 1.10 at twice
+    it, 1.29 at four times, 1.68 at eight times. A model for projecting,
+    not a measurement: replace it with measured step times where an
+    accelerator is at hand.
+
+    Args:
+        batch: Global batch size.
+        base_batch: The batch size whose step time is 1.
+
+    Returns:
+        The relative step time (a float).
+
+    Example:
+
+    >>> round(projected_step_time(512, 64), 2)
+    1.68
+    """
+    growth = (TPU_STEP_TIME_RATIO - 1) / (TPU_BATCH_FACTOR - 1)
+    return 1.0 + growth * (batch / base_batch - 1)
+
+
+def projection(best):
+    """Time to target per batch size, measured here and projected to a TPU.
+
+    Args:
+        best: `best_per_batch_size`'s dict (rows with `steps_to_target`).
+
+    Returns:
+        One dict per batch size that reached the target: `batch_size`,
+        `steps_to_target`, `images_to_target`, `seconds_to_target` (as
+        measured), `steps_ratio` (its steps over the smallest batch's),
+        `step_time_model` (`projected_step_time` from the smallest batch)
+        and `projected_time_ratio` (steps x step time, over the smallest
+        batch's: below 1 means the larger batch reaches the target sooner).
+    """
+    reached = {b: r for b, r in best.items() if r.get("steps_to_target")}
+    if not reached:
+        return []
+    base = min(reached)
+    base_steps = reached[base]["steps_to_target"]
+    rows = []
+    for batch, row in reached.items():
+        model = projected_step_time(batch, base)
+        ratio = row["steps_to_target"] / base_steps
+        rows.append(
+            {
+                "batch_size": batch,
+                "steps_to_target": row["steps_to_target"],
+                "images_to_target": row["images_to_target"],
+                "seconds_to_target": row["seconds_to_target"],
+                "steps_ratio": ratio,
+                "step_time_model": model,
+                "projected_time_ratio": ratio * model,
+            }
+        )
+    return rows
+
+
+def _projection_lines(best):
+    rows = projection(best)
+    if len(rows) < 2:
+        return []
+    columns = [
+        ("batch_size", "batch", "d"),
+        ("steps_to_target", "steps to target", "d"),
+        ("images_to_target", "images to target", "d"),
+        ("seconds_to_target", "s to target (here)", ".1f"),
+        ("steps_ratio", "steps vs smallest", ".2f"),
+        ("step_time_model", "TPU step time model", ".2f"),
+        ("projected_time_ratio", "projected TPU time vs smallest", ".2f"),
+    ]
+    return [
+        "",
+        "Best trial per batch size, projected to a TPU v3-8 (step time at 8x the "
+        "batch = 1.68x, the reference study's measurement, linear in between):",
+        "",
+        *reports.markdown_table(rows, columns),
+    ]
+
+
 def _check_space(space):
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     checked = {}
@@ -474,14 +564,20 @@ def _write_results(rows, best, objective, directory, space_keys=()):
         directory,
         rows,
         columns,
-        payload={"best": best, "objective": objective, "trials": rows},
+        payload={
+            "best": best,
+            "objective": objective,
+            "trials": rows,
+            "projection": projection(best_per_batch_size(rows, objective)),
+        },
         footer=[f"Best ({objective}): {best}"]
         + [
             f"Best at batch {batch}: trial {row['trial']}, {objective} "
             f"{row['objective']:.4g}"
             + "".join(f", {key}={row[key]}" for key in space_keys)
             for batch, row in best_per_batch_size(rows, objective).items()
-        ],
+        ]
+        + _projection_lines(best_per_batch_size(rows, objective)),
     )
     curves = {
         f"trial {r['trial']}: batch {r['batch_size']}"

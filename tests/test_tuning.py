@@ -234,3 +234,29 @@ def test_bad_space(classifier_dir):
     # Each value is checked by TrainConfig before any trial runs.
     with pytest.raises(ValueError, match="discriminator_steps"):
         _hypermodel(classifier_dir, space={"discriminator_steps": [1, 0]})
+
+
+def test_projection_to_the_tpu_step_time_model():
+    assert tuning.projected_step_time(64, 64) == 1.0
+    assert tuning.projected_step_time(512, 64) == pytest.approx(1.68)
+    assert tuning.projected_step_time(256, 64) == pytest.approx(1 + 0.68 * 3 / 7)
+    best = {
+        64: {
+            "steps_to_target": 3000,
+            "images_to_target": 192000,
+            "seconds_to_target": 200.0,
+        },
+        256: {"steps_to_target": None},
+        512: {
+            "steps_to_target": 1000,
+            "images_to_target": 512000,
+            "seconds_to_target": 600.0,
+        },
+    }
+    rows = tuning.projection(best)
+    assert [r["batch_size"] for r in rows] == [64, 512]
+    assert rows[1]["steps_ratio"] == pytest.approx(1 / 3)
+    # A third of the steps at 1.68x the step time: 0.56x the time.
+    assert rows[1]["projected_time_ratio"] == pytest.approx(1.68 / 3)
+    assert rows[0]["projected_time_ratio"] == 1.0
+    assert tuning.projection({64: {"steps_to_target": None}}) == []
