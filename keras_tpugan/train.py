@@ -116,6 +116,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "train_seconds": train_seconds,
         "wall_seconds": time.perf_counter() - started,
         "ema_decay": config.ema_decay,
+        "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
         "final": {k: float(v[-1]) for k, v in history.history.items()},
         **_time_to_target(config, scoring),
