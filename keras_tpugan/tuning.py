@@ -77,7 +77,8 @@ class GANHyperModel(kt.HyperModel):
             `{"warmup_epochs": [0, 2], "discriminator_steps": [1, 2]}`.
         image_budget: Images seen per trial.
         evaluations: Times the FCD is measured during a trial.
-        target_fcd: The FCD that `"time_to_fcd"` waits for.
+        target_fcd: The FCD that `"time_to_fcd"` and `"steps_to_fcd"` wait
+            for (every objective reports the steps, images and seconds to it).
         time_cap: Seconds after which a `"time_to_fcd"` trial stops.
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's).
