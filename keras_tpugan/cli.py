@@ -45,6 +45,9 @@ EXAMPLES = {
   keras-tpugan tune --batch-sizes 64 128 256 512 --learning-rates 1e-4 2e-4 \\
       --tuner bayesian --max-trials 6 --objective time_to_fcd --target-fcd 60 \\
       --out runs/tune
+  keras-tpugan tune --preset demo --batch-sizes 64 128 256 512 \\
+      --space lr_scaling=none,sqrt-adam,linear --objective steps_to_fcd \\
+      --target-fcd 80 --image-budget 230400 --evaluations 48 --out runs/large_batch
 """,
     "bench": """examples:
   keras-tpugan bench --batch-sizes 64 128 256 --csv bench.csv
@@ -190,6 +193,13 @@ def _parser():
         "--lr-scaling",
         default="linear",
         help="none, linear (default), sqrt or sqrt-adam",
+    )
+    tune.add_argument(
+        "--base-batch-size",
+        type=int,
+        default=None,
+        help="the batch size the preset's learning rate is meant for, which "
+        "--lr-scaling scales from (default: the smallest of --batch-sizes)",
     )
     tune.add_argument(
         "--space",
@@ -343,6 +353,7 @@ def _tune(args):
         max_trials=args.max_trials,
         directory=args.out,
         lr_scaling=args.lr_scaling,
+        base_batch_size=args.base_batch_size,
         space=parse_grid(args.space, option="--space"),
         image_budget=args.image_budget,
         evaluations=args.evaluations,

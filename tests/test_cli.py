@@ -258,3 +258,27 @@ def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier
         cli.main(["sample", "--model", str(out), "--num", "4", "--out", str(grid)]) == 0
     )
     assert Image.open(grid).size[0] > 0
+
+
+def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
+    from keras_tpugan import tuning
+
+    seen = {}
+
+    def fake_search(config, **kwargs):
+        seen.update(kwargs, config=config)
+        (tmp_path / "results.md").write_text("table\n")
+        return {"batch_size": 512}, []
+
+    monkeypatch.setattr(tuning, "search_batch_size", fake_search)
+    argv = ["tune", "--preset", "smoke", "--batch-sizes", "512", "--out", str(tmp_path)]
+    extra = ["--base-batch-size", "64", "--space", "warmup_epochs=0,5"]
+    extra += ["--space", "augment=none,translation+cutout", "--evaluations", "48"]
+    assert cli.main([*argv, *extra, "--objective", "steps_to_fcd"]) == 0
+    assert seen["base_batch_size"] == 64 and seen["evaluations"] == 48
+    assert seen["objective"] == "steps_to_fcd"
+    assert seen["space"] == {
+        "warmup_epochs": ["0", "5"],
+        "augment": ["none", "translation,cutout"],
+    }
+    assert cli.main([*argv, "--space", "warmup=0,5"]) == 2
