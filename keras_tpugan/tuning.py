@@ -543,6 +543,7 @@ def _rows(records):
 
 
 def _write_results(rows, best, objective, directory, space_keys=()):
+    per_batch = best_per_batch_size(rows, objective)
     columns = [
         ("trial", "trial", "d"),
         ("batch_size", "batch", "d"),
@@ -569,16 +570,16 @@ def _write_results(rows, best, objective, directory, space_keys=()):
             "best": best,
             "objective": objective,
             "trials": rows,
-            "projection": projection(best_per_batch_size(rows, objective)),
+            "projection": projection(per_batch),
         },
         footer=[f"Best ({objective}): {best}"]
         + [
             f"Best at batch {batch}: trial {row['trial']}, {objective} "
             f"{row['objective']:.4g}"
             + "".join(f", {key}={row[key]}" for key in space_keys)
-            for batch, row in best_per_batch_size(rows, objective).items()
+            for batch, row in per_batch.items()
         ]
-        + _projection_lines(best_per_batch_size(rows, objective)),
+        + _projection_lines(per_batch),
     )
     curves = {
         f"trial {r['trial']}: batch {r['batch_size']}"
