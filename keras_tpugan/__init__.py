@@ -47,6 +47,7 @@ from keras_tpugan import (
 from keras_tpugan.augment import DiffAugment  # noqa: E402
 from keras_tpugan.gan import GAN  # noqa: E402
 from keras_tpugan.gan_optimizer import GANOptimizer  # noqa: E402
+from keras_tpugan.keyed_dropout import KeyedDropout  # noqa: E402
 from keras_tpugan.lars import LARS  # noqa: E402
 from keras_tpugan.warmup import LinearWarmup  # noqa: E402
 
@@ -56,6 +57,7 @@ __all__ = [
     "DiffAugment",
     "GAN",
     "GANOptimizer",
+    "KeyedDropout",
     "LARS",
     "LinearWarmup",
     "callbacks",

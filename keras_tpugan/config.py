@@ -47,6 +47,9 @@ class TrainConfig:
     width: int = 128
     norm: str = "layer"
     d_norm: str = "none"
+    # Dropout rate after each discriminator activation (0: none), with
+    # masks keyed by seed, step and example (`KeyedDropout`).
+    d_dropout: float = 0.0
     # Optimisation: GLOBAL batch (over all replicas), epochs, Adam settings.
     batch_size: int = 256
     epochs: int = 30
@@ -171,6 +174,11 @@ class TrainConfig:
         if self.quality_every < 0:
             raise ValueError(
                 f"Expected quality_every >= 0. Received: {self.quality_every}."
+            )
+        if not 0.0 <= self.d_dropout < 1.0:
+            raise ValueError(
+                "Expected d_dropout in [0, 1) (0.3 is usual; 0 turns it off). "
+                f"Received: d_dropout={self.d_dropout}."
             )
         if self.learning_rate <= 0:
             raise ValueError(

@@ -16,6 +16,7 @@ from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
 from keras_tpugan.gan_optimizer import GANOptimizer
+from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.trainers import BackendGANStep
 from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED
@@ -57,7 +58,9 @@ class GAN(BackendGANStep, keras.Model):
         generator: A `keras.Model` from latents (and labels, when
             `num_classes` is set) to images in [-1, 1].
         discriminator: A `keras.Model` from images (and labels) to one logit
-            per image.
+            per image. For dropout use `keras_tpugan.KeyedDropout`, whose
+            masks the step keys by `(seed, step, example)`; a
+            `keras.layers.Dropout`'s masks depend on the replica count.
         latent_dim: Size of the generator's latent input.
         num_classes: If set, a class-conditional GAN: the dataset yields
             `(images, labels)` and both networks take the labels as their
@@ -148,6 +151,7 @@ class GAN(BackendGANStep, keras.Model):
             penalty_weight = penalties.DEFAULT_WEIGHTS[gradient_penalty]
         self.penalty_weight = None if penalty_weight is None else float(penalty_weight)
         self.seed = int(seed)
+        self._dropout_slots = _keyed_dropout_slots(discriminator)
         # The keras.distribution in force (JAX); TensorFlow's strategy is
         # captured by keras.Model itself.
         self._distribution = keras.distribution.distribution()
@@ -708,6 +712,26 @@ def _has_default_name(optimizer):
     default = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", type(optimizer).__name__)
     default = re.sub(r"([a-z])([A-Z])", r"\1_\2", default).lower()
     return re.fullmatch(rf"{default}(_\d+)?", optimizer.name) is not None
+
+
+def _keyed_dropout_slots(discriminator):
+    """Where the `KeyedDropout` keys sit in the discriminator's state."""
+    layers = list(discriminator._flatten_layers(include_self=False))
+    if any(type(layer) is keras.layers.Dropout for layer in layers):
+        warnings.warn(
+            "The discriminator has a keras.layers.Dropout: its masks are drawn "
+            "per replica from the layer's own seed, so training will differ "
+            "with the replica count and with XLA. Use keras_tpugan.KeyedDropout "
+            "(the same rate argument), whose masks the GAN keys by (seed, step, "
+            "example).",
+            stacklevel=3,
+        )
+    keys = {id(layer.key) for layer in layers if isinstance(layer, KeyedDropout)}
+    return tuple(
+        i
+        for i, variable in enumerate(discriminator.non_trainable_variables)
+        if id(variable) in keys
+    )
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):

@@ -2,8 +2,9 @@
 
 Both use `Conv2DTranspose`/strided `Conv2D` only (no `UpSampling2D`, whose
 gradients do not compile under XLA), keep their last layer in float32 under
-mixed precision, and avoid anything random (no dropout), so a training step
-depends only on the GAN's seeded latents.
+mixed precision, and draw nothing random of their own: the discriminator's
+optional dropout is `KeyedDropout`, whose masks the GAN keys by its seed,
+the step and the example, so a training step depends only on those.
 """
 
 import math
@@ -11,6 +12,7 @@ import math
 import keras
 from keras import layers
 
+from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.spectral_normalization import StatelessSpectralNormalization
 
 NORMS = ("layer", "batch", "none")
@@ -153,6 +155,7 @@ def dcgan_discriminator(
     width=128,
     num_classes=None,
     norm="none",
+    dropout=0.0,
     name="discriminator",
 ):
     """Builds a DCGAN discriminator: images (and labels) to one logit each.
@@ -171,6 +174,9 @@ def dcgan_discriminator(
             Lipschitz constant (one power iteration per call; its vector
             depends on the weights alone, so it is the same on every
             replica).
+        dropout: If above 0, a `KeyedDropout` of this rate after every
+            activation (as in the TensorFlow DCGAN tutorial's 0.3), which
+            keeps the discriminator from memorizing a small dataset.
         name: Model name.
 
     Returns:
@@ -184,6 +190,11 @@ def dcgan_discriminator(
     """
     _, k = _check(image_shape, width, norm, num_classes, norms=D_NORMS)
     spectral = norm == "spectral"
+    if not isinstance(dropout, int | float) or not 0.0 <= dropout < 1.0:
+        raise ValueError(
+            "Expected `dropout` in [0, 1) (the fraction of features dropped; "
+            f"0 turns it off). Received: dropout={dropout!r}."
+        )
 
     def weighted(layer):
         return StatelessSpectralNormalization(layer) if spectral else layer
@@ -196,6 +207,8 @@ def dcgan_discriminator(
         if i < k - 1 and not spectral:
             h = _norm(norm)(h)
         h = layers.LeakyReLU(0.2)(h)
+        if dropout > 0:
+            h = KeyedDropout(dropout)(h)
     h = layers.Flatten()(h)
     if spectral:
         logits = StatelessSpectralNormalization(

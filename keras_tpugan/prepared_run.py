@@ -192,6 +192,7 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
             width=config.width,
             num_classes=num_classes,
             norm=config.d_norm,
+            dropout=config.d_dropout,
         ),
         latent_dim=config.latent_dim,
         num_classes=num_classes,

@@ -28,15 +28,21 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_tpugan as ktg  # noqa: E402
-from keras_tpugan import sample  # noqa: E402
+from keras_tpugan import keyed_dropout, sample  # noqa: E402
 
 LATENT = 8
 BATCH = 8
 STEPS = 3
 CASES = {
     "non_saturating": ({}, {"loss": "non_saturating"}),
-    "wgan_gp_n_critic_2_ema": (
-        {"gradient_penalty": "wgan-gp", "discriminator_steps": 2, "ema_decay": 0.9},
+    # With dropout: its masks are a hash, the same numbers on both backends.
+    "wgan_gp_n_critic_2_ema_dropout": (
+        {
+            "gradient_penalty": "wgan-gp",
+            "discriminator_steps": 2,
+            "ema_decay": 0.9,
+            "d_dropout": 0.3,
+        },
         {"loss": "wasserstein"},
     ),
     "conditional_r1_hinge": (
@@ -48,10 +54,14 @@ CASES = {
 
 def build(case):
     gan_kwargs, compile_kwargs = CASES[case]
+    gan_kwargs = dict(gan_kwargs)
+    dropout = gan_kwargs.pop("d_dropout", 0.0)
     num_classes = gan_kwargs.get("num_classes")
     gan = ktg.GAN(
         ktg.models.dcgan_generator(latent_dim=LATENT, width=8, num_classes=num_classes),
-        ktg.models.dcgan_discriminator(width=8, num_classes=num_classes),
+        ktg.models.dcgan_discriminator(
+            width=8, num_classes=num_classes, dropout=dropout
+        ),
         latent_dim=LATENT,
         **gan_kwargs,
     )
@@ -64,11 +74,16 @@ def use_fixed_noise(gan, noise):
     z, alpha = noise["z"], noise["alpha"]
 
     def pick(step, stream):
-        # (latents, WGAN-GP weights, augmentation numbers: none here)
+        # (latents, WGAN-GP weights, augmentation numbers: none here, and
+        # the dropout key with the first example: hashed on either backend)
+        dropout = None
+        if gan._dropout_slots:
+            dropout = (keyed_dropout.key_of(7, ops.cast(step, "int32") * 4 + stream), 0)
         return (
             ops.take(z, step, axis=0)[stream],
             ops.take(alpha, step, axis=0)[stream],
             None,
+            dropout,
         )
 
     if BACKEND == "jax":

@@ -58,6 +58,7 @@ def tiny_gan(
     num_classes=None,
     norm="layer",
     d_norm="none",
+    d_dropout=0.0,
     strategy=None,
     compile_kwargs=None,
     **kwargs,
@@ -69,7 +70,7 @@ def tiny_gan(
                 latent_dim=LATENT, width=8, num_classes=num_classes, norm=norm
             ),
             ktg.models.dcgan_discriminator(
-                width=8, num_classes=num_classes, norm=d_norm
+                width=8, num_classes=num_classes, norm=d_norm, dropout=d_dropout
             ),
             latent_dim=LATENT,
             num_classes=num_classes,

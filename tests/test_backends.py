@@ -65,7 +65,9 @@ def runs(tmp_path_factory):
         g = ktg.models.dcgan_generator(
             latent_dim=LATENT, width=8, num_classes=num_classes
         )
-        d = ktg.models.dcgan_discriminator(width=8, num_classes=num_classes)
+        d = ktg.models.dcgan_discriminator(
+            width=8, num_classes=num_classes, dropout=gan_kwargs.get("d_dropout", 0.0)
+        )
         g.save_weights(directory / f"{case}_g.weights.h5")
         d.save_weights(directory / f"{case}_d.weights.h5")
     _run_both("train", directory)  # each reads only the shared inputs

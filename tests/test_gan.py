@@ -37,6 +37,12 @@ PARITY_CASES = {
     "r1_hinge": ({"gradient_penalty": "r1"}, {"jit_compile": False, "loss": "hinge"}),
     "synchronized_batchnorm": ({"norm": "batch"}, {"jit_compile": False}),
     "conditional": ({"num_classes": 2}, {"jit_compile": True}),
+    # Dropout masks keyed by (seed, step, call, global example), here with
+    # two discriminator steps and the penalty's own call.
+    "dropout_wgan_gp": (
+        {"d_dropout": 0.5, "gradient_penalty": "wgan-gp", "discriminator_steps": 2},
+        {"jit_compile": True, "loss": "wasserstein"},
+    ),
     # The quality recipe: augmentation (its numbers drawn for the global
     # batch), ADA's probability from all-reduced logits, EMA by half-life,
     # spectral normalization.
@@ -93,9 +99,12 @@ def test_training_changes_weights_and_logs_true_means():
     assert logs["d_loss"] > 0 and logs["g_loss"] > 0
 
 
-def test_xla_on_and_off_agree_in_float32():
-    xla_w, xla_logs, xla_gan = _train(1, {}, {"jit_compile": True})
-    ref_w, ref_logs, ref_gan = _train(1, {}, {"jit_compile": False})
+@pytest.mark.parametrize(
+    "gan_kwargs", [{}, {"d_dropout": 0.5}], ids=["plain", "dropout"]
+)
+def test_xla_on_and_off_agree_in_float32(gan_kwargs):
+    xla_w, xla_logs, xla_gan = _train(1, gan_kwargs, {"jit_compile": True})
+    ref_w, ref_logs, ref_gan = _train(1, gan_kwargs, {"jit_compile": False})
     assert xla_gan.xla and not ref_gan.xla
     for a, b in zip(ref_w, xla_w, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)

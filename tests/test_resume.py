@@ -35,8 +35,9 @@ class Crash(keras.callbacks.Callback):
 
 
 RECIPES = {
-    "wgan_gp_n_critic_2": dict(
-        ema_decay=0.9, discriminator_steps=2, gradient_penalty="wgan-gp"
+    # Dropout masks keyed by the step, as the latents are.
+    "wgan_gp_n_critic_2_dropout": dict(
+        ema_decay=0.9, discriminator_steps=2, gradient_penalty="wgan-gp", d_dropout=0.3
     ),
     # Augmentation keyed by the step, its adaptive probability a weight,
     # the EMA by half-life and a spectrally normalized discriminator.
@@ -48,7 +49,9 @@ RECIPES = {
 }
 
 
-def _run(backup_dir, crash_after=None, scramble=False, recipe="wgan_gp_n_critic_2"):
+def _run(
+    backup_dir, crash_after=None, scramble=False, recipe="wgan_gp_n_critic_2_dropout"
+):
     keras.utils.set_random_seed(1)  # the same script, started again
     gan = tiny_gan(**RECIPES[recipe])
     if scramble:  # so only a real restore can give the reference's weights

@@ -26,8 +26,10 @@ The contract between the GAN and its step:
   `discriminator_optimizer`.
 - The step draws every random number outside the objectives from `(seed,
   step, stream)` for the GLOBAL batch (latents, WGAN-GP weights, the
-  augmentation's numbers) and passes them in `StepInputs`, so the maths is
-  deterministic and the same on any number of replicas.
+  augmentation's numbers, the key of `KeyedDropout` masks) and passes them
+  in `StepInputs`, so the maths is deterministic and the same on any number
+  of replicas. The GAN's `_dropout_slots` lists where the discriminator's
+  `KeyedDropout` keys sit in its non-trainable variables.
 - `GANStep` (this file) owns the maths both backends share, written with
   `keras.ops` and `stateless_call` on variable VALUES so that each backend
   differentiates it with its own autodiff: `discriminator_objective`,
@@ -53,12 +55,14 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from keras_tpugan import penalties
+from keras_tpugan import keyed_dropout, penalties
 from keras_tpugan.losses import flat_logits
 
 # The values the step logs, in the order of `GAN.trackers` (`penalty` only
 # with a gradient penalty).
 D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
+# The discriminator's calls in a step, keying their dropout masks apart.
+REAL, FAKE, INTERPOLATED = 0, 1, 2
 G_LOGGED = ("g_loss",)
 
 
@@ -83,6 +87,9 @@ class StepInputs(NamedTuple):
     training: bool = True  # False in `test_step`: inference-mode networks
     augment_noise: Any = None  # (batch, 2, NOISE_SIZE): real, generated; or None
     augment_p: Any = None  # the augmentation probability now
+    # For `KeyedDropout` layers in the discriminator: (the step's key, this
+    # replica's first example in the global batch), or None.
+    dropout: Any = None
 
 
 class GANStep:
@@ -116,8 +123,8 @@ class GANStep:
         fake = self._augmented(ops.stop_gradient(fake), inputs, 1)
         real = self._augmented(inputs.images, inputs, 0)
         d_state = values.d_state
-        real_logits, d_state = self._critic(d_vars, d_state, real, inputs)
-        fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs)
+        real_logits, d_state = self._critic(d_vars, d_state, real, inputs, REAL)
+        fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs, FAKE)
         per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
         sums = [per_example, flat_logits(real_logits), flat_logits(fake_logits)]
         total = per_example
@@ -150,7 +157,7 @@ class GANStep:
             training=inputs.training,
         )
         fake = self._augmented(fake, inputs, 1)
-        fake_logits, _ = self._critic(values.d_vars, values.d_state, fake, inputs)
+        fake_logits, _ = self._critic(values.d_vars, values.d_state, fake, inputs, FAKE)
         per_example = self.adversarial_loss.generator_loss(fake_logits)
         loss = ops.sum(per_example) / inputs.global_batch
         return loss * inputs.loss_scale, (g_state, loss)
@@ -227,16 +234,45 @@ class GANStep:
             return images
         return self.augment(images, inputs.augment_noise[:, which], inputs.augment_p)
 
-    def _critic(self, d_vars, d_state, images, inputs):
+    def _critic(self, d_vars, d_state, images, inputs, call):
+        """The discriminator's float32 logits and its new state.
+
+        `call` (`REAL`, `FAKE`, `INTERPOLATED`) keys its dropout masks apart.
+        """
         net_inputs = images if inputs.labels is None else [images, inputs.labels]
-        logits, d_state = self.discriminator.stateless_call(
-            d_vars, d_state, net_inputs, training=inputs.training
+        keyed = self._with_dropout_keys(d_state, inputs, call)
+        logits, new_state = self.discriminator.stateless_call(
+            d_vars, keyed, net_inputs, training=inputs.training
         )
-        return ops.cast(logits, "float32"), d_state
+        if keyed is not d_state:  # the stored keys stay as they were
+            new_state = list(new_state)
+            for slot in self._dropout_slots:
+                new_state[slot] = d_state[slot]
+        return ops.cast(logits, "float32"), new_state
+
+    def _with_dropout_keys(self, d_state, inputs, call):
+        """`d_state` with each `KeyedDropout` key set for this call.
+
+        The key hashes (the step's key, the call, the layer), and the
+        layer's masks hash (key, global example, feature): a counter-based
+        draw, the same on any replica count, backend, with or without XLA.
+        """
+        if not self._dropout_slots or inputs.dropout is None or not inputs.training:
+            return d_state
+        step_key, first_example = inputs.dropout
+        keyed = list(d_state)
+        for layer, slot in enumerate(self._dropout_slots):
+            key = keyed_dropout.key_of(step_key, call, layer)
+            keyed[slot] = ops.stack([key, ops.cast(first_example, "int32")])
+        return keyed
 
     def _penalty(self, d_vars, d_state, real, fake, inputs):
+        # R1 regularizes D on the real images (the real call's masks);
+        # WGAN-GP on interpolates, masked apart.
+        call = REAL if self.gradient_penalty == "r1" else INTERPOLATED
+
         def critic(images):
-            return self._critic(d_vars, d_state, images, inputs)[0]
+            return self._critic(d_vars, d_state, images, inputs, call)[0]
 
         if self.gradient_penalty == "wgan-gp":
             return penalties.wgan_gp(critic, real, fake, inputs.alpha)

@@ -4,6 +4,7 @@ import jax
 import keras
 from keras import ops
 
+from keras_tpugan import keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
@@ -48,14 +49,18 @@ class JAXGANStep(GANStep):
         # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
-            latents, alpha, aug = self._draw_noise(step, k, global_batch)
+            latents, alpha, aug, drop = self._draw_noise(step, k, global_batch)
             inputs = StepInputs(
-                images, labels, latents, alpha, divisor, 1.0, True, aug, p
+                images, labels, latents, alpha, divisor, 1.0, True, aug, p, drop
             )
             d_stats.append(self._train_discriminator(state, inputs))
         # 3. Train the generator once.
-        latents, _, aug = self._draw_noise(step, self.discriminator_steps, global_batch)
-        inputs = StepInputs(None, labels, latents, None, divisor, 1.0, True, aug, p)
+        latents, _, aug, drop = self._draw_noise(
+            step, self.discriminator_steps, global_batch
+        )
+        inputs = StepInputs(
+            None, labels, latents, None, divisor, 1.0, True, aug, p, drop
+        )
         g_loss = self._train_generator(state, inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
         self._update_ema(state, step, divisor)
@@ -160,14 +165,19 @@ class JAXGANStep(GANStep):
         return self.with_total_loss(logs)
 
     def _draw_noise(self, step, stream, global_batch):
-        """Latents (and WGAN-GP weights) for the whole global batch.
+        """Latents, WGAN-GP weights, augmentation and dropout numbers.
 
         Keyed by `(seed, step, stream)`: reproducible, and the same whatever
-        the number of devices the batch is sharded over.
+        the number of devices the batch is sharded over. The dropout key is
+        the TensorFlow step's (a hash), and the step sees the global batch
+        from its first example.
         """
         counter = ops.cast(step, "uint32") * (self.discriminator_steps + 1) + stream
         key = jax.random.fold_in(jax.random.key(self.seed), counter)
-        return self._noise(key, global_batch, augment=True)
+        noise = self._noise(key, global_batch, augment=True)
+        if not self._dropout_slots:
+            return (*noise, None)
+        return (*noise, (keyed_dropout.key_of(self.seed, counter), 0))
 
     def _validation_noise(self, state, global_batch):
         """Latents (and WGAN-GP weights) for a held-out global batch.

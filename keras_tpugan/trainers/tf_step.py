@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_tpugan import keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
@@ -39,16 +40,18 @@ class TensorFlowGANStep(GANStep):
         # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
-            latents, alpha, aug = self._draw_noise(k, local_batch, global_batch)
+            latents, alpha, aug, drop = self._draw_noise(k, local_batch, global_batch)
             inputs = StepInputs(
-                images, labels, latents, alpha, divisor, None, True, aug, p
+                images, labels, latents, alpha, divisor, None, True, aug, p, drop
             )
             d_stats.append(self._train_discriminator(inputs))
         # 3. Train the generator once.
-        latents, _, aug = self._draw_noise(
+        latents, _, aug, drop = self._draw_noise(
             self.discriminator_steps, local_batch, global_batch
         )
-        inputs = StepInputs(None, labels, latents, None, divisor, None, True, aug, p)
+        inputs = StepInputs(
+            None, labels, latents, None, divisor, None, True, aug, p, drop
+        )
         g_loss = self._train_generator(inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
         self._update_ema(divisor)
@@ -171,15 +174,22 @@ class TensorFlowGANStep(GANStep):
     # ---------------------------------------------------------- helpers
 
     def _draw_noise(self, stream, local_batch, global_batch):
-        """Latents (and WGAN-GP weights) for this replica's examples.
+        """Latents, WGAN-GP weights, augmentation and dropout numbers.
 
         The whole global batch is drawn from a seed made of (seed, step,
         stream) and each replica takes its own rows, so example i of the
         global batch gets the same latent whatever the replica count.
         Drawn outside XLA: stateless RNG gives other numbers inside it.
+        The dropout key (hashed, the same inside XLA) comes with this
+        replica's first example in the global batch.
         """
         counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
-        return self._noise(2 * counter, local_batch, global_batch, augment=True)
+        noise = self._noise(2 * counter, local_batch, global_batch, augment=True)
+        if not self._dropout_slots:
+            return (*noise, None)
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        first = tf.cast(replica, "int32") * tf.cast(local_batch, "int32")
+        return (*noise, (keyed_dropout.key_of(self.seed, counter), first))
 
     def _validation_noise(self, local_batch, global_batch):
         """Latents (and WGAN-GP weights) for this replica's held-out examples.
