@@ -53,6 +53,7 @@ EXAMPLES = {
   keras-tpugan bench --batch-sizes 64 128 256 --csv bench.csv
   keras-tpugan bench --replicas 1 2 --precisions mixed_bfloat16 --xla on
   keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
+  keras-tpugan bench --peers --csv peers.csv
 """,
 }
 
@@ -239,7 +240,13 @@ def _parser():
         "throughput matrix: precision x XLA x batch size x replicas",
         "Measure training images/s of the default MNIST model on synthetic data.",
     )
-    bench.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128, 256])
+    bench.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="default: 64 128 256 (with --peers: 16 64 128 512)",
+    )
     bench.add_argument("--replicas", type=int, nargs="+", default=[1])
     bench.add_argument(
         "--precisions",
@@ -248,8 +255,22 @@ def _parser():
         choices=POLICIES,
     )
     bench.add_argument("--xla", nargs="+", default=["off", "on"], choices=("off", "on"))
-    bench.add_argument("--steps", type=int, default=10, help="steps per timing")
-    bench.add_argument("--repeats", type=int, default=3, help="timings per cell")
+    bench.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps per timing (default 10; with --peers 2,048 images' worth)",
+    )
+    bench.add_argument(
+        "--repeats", type=int, default=3, help="timings per cell (rounds of --peers)"
+    )
+    bench.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: the TF DCGAN tutorial loop and the keras-io train_step "
+        "pattern beside keras_tpugan's modes, same models, interleaved rounds "
+        "(TensorFlow backend)",
+    )
     bench.add_argument("--width", type=int, default=128)
     bench.add_argument("--latent-dim", type=int, default=128)
     bench.add_argument("--csv", default=None, help="also save the table as CSV")
@@ -378,12 +399,14 @@ def _sample(args):
 def _bench(args):
     from keras_tpugan import bench
 
+    if args.peers:
+        return _peers(args)
     kwargs = dict(
-        batch_sizes=args.batch_sizes,
+        batch_sizes=args.batch_sizes or [64, 128, 256],
         replicas=args.replicas,
         precisions=args.precisions,
         xla=[x == "on" for x in args.xla],
-        steps=args.steps,
+        steps=args.steps or 10,
         repeats=args.repeats,
         width=args.width,
         latent_dim=args.latent_dim,
@@ -393,6 +416,21 @@ def _bench(args):
         bench.throughput_across_backends(args.backend, **kwargs)
     else:
         bench.throughput_matrix(**kwargs)
+    if args.csv:
+        print(f"keras-tpugan: wrote {args.csv}")
+    return 0
+
+
+def _peers(args):
+    from keras_tpugan import peers
+
+    peers.peers_table(
+        batch_sizes=args.batch_sizes or [16, 64, 128, 512],
+        steps=args.steps,
+        rounds=args.repeats,
+        width=args.width,
+        csv_path=args.csv,
+    )
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0

@@ -317,3 +317,19 @@ def throughput_table(rows):
             + f" | {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
         )
     return lines
+
+
+def peers_table(rows):
+    """Returns `peers.peers_table`'s rows as Markdown table lines.
+
+    One line per mode and batch, with images/s and the ratios to the best
+    tutorial and keras-io modes measured at the same batch in the same run.
+    """
+    columns = [
+        ("batch_size", "batch", "d"),
+        ("mode", "mode", "s"),
+        ("images_per_sec", "images/s", ".1f"),
+        ("vs_best_tutorial", "vs best tutorial", ".2f"),
+        ("vs_best_keras_io", "vs best keras-io", ".2f"),
+    ]
+    return ["", *markdown_table(rows, columns)]

@@ -1,0 +1,16 @@
+"""keras_tpugan against the TF DCGAN tutorial loop and the keras-io pattern.
+
+Usage:
+    python benchmarks/peers.py                        # the README table
+    python benchmarks/peers.py --batch-sizes 16 --repeats 2 --csv peers.csv
+
+The same as `keras-tpugan bench --peers`; see `keras_tpugan.peers` for what is
+measured.
+"""
+
+import sys
+
+from keras_tpugan import cli
+
+if __name__ == "__main__":
+    sys.exit(cli.main(["bench", "--peers", *sys.argv[1:]]))

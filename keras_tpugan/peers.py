@@ -1,0 +1,281 @@
+"""keras_tpugan against what users write instead: images/s, same models, one run.
+
+Two peers, each written here in the usual form of its source and trained on
+the same networks (`models.dcgan_generator` / `dcgan_discriminator`), the
+same non-saturating loss, Adam(2e-4, beta_1=0.5) and the same batch:
+
+- `tutorial`: the TensorFlow DCGAN tutorial's loop, one joint step under
+  `tf.function` (one generator forward shared by both losses, both
+  optimizers applied in the same step), driven by a Python loop;
+- `keras-io`: the keras-io "GAN overriding train_step" pattern, a
+  `keras.Model` whose `train_step` trains D on real and generated images
+  concatenated, then G, through `fit`;
+
+beside keras_tpugan's `GAN` in float32 and mixed_bfloat16, each with and
+without XLA (and with `steps_per_execution`, on one device). Every mode is
+built and compiled first; then rounds go through the modes in turn
+(interleaved, so a slow spell of a shared machine hits them all), each
+timing `steps` steps on one cached batch; a mode's figure is its best round.
+The peers are TensorFlow programs: run on the TensorFlow backend.
+
+Used by `keras-tpugan bench --peers` and `benchmarks/peers.py`.
+"""
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_tpugan import bench, distribute, models, reports
+from keras_tpugan.config import TrainConfig
+from keras_tpugan.prepared_run import prepare
+
+LATENT_DIM = 128
+WIDTH = 128
+# Modes: (name, builder key, precision, XLA, steps_per_execution).
+MODES = (
+    ("tutorial", "tutorial", "float32", False, 1),
+    ("tutorial + XLA", "tutorial", "float32", True, 1),
+    ("keras-io", "keras-io", "float32", False, 1),
+    ("keras-io + XLA", "keras-io", "float32", True, 1),
+    ("keras_tpugan float32", "keras_tpugan", "float32", False, 1),
+    ("keras_tpugan float32 + XLA", "keras_tpugan", "float32", True, 1),
+    (
+        "keras_tpugan float32 + XLA, 8 steps/execution",
+        "keras_tpugan",
+        "float32",
+        True,
+        8,
+    ),
+    ("keras_tpugan mixed_bfloat16 + XLA", "keras_tpugan", "mixed_bfloat16", True, 1),
+)
+PEERS = ("tutorial", "keras-io")
+
+
+def _networks(norm, width):
+    generator = models.dcgan_generator(latent_dim=LATENT_DIM, width=width, norm=norm)
+    return generator, models.dcgan_discriminator(width=width)
+
+
+def _adam():
+    return keras.optimizers.Adam(2e-4, beta_1=0.5)
+
+
+def _bce(labels, logits):
+    return tf.reduce_mean(
+        tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+    )
+
+
+class _TutorialLoop:
+    """The TF DCGAN tutorial's training step, on the given networks."""
+
+    def __init__(self, norm, width, xla, batch):
+        self.generator, self.discriminator = _networks(norm, width)
+        self.g_opt, self.d_opt = _adam(), _adam()
+        self.batch = batch
+        self.step = tf.function(self._step, jit_compile=xla)
+
+    def _step(self, images):
+        noise = tf.random.normal([self.batch, LATENT_DIM])
+        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+            fake = self.generator(noise, training=True)
+            real_logits = self.discriminator(images, training=True)
+            fake_logits = self.discriminator(fake, training=True)
+            g_loss = _bce(tf.ones_like(fake_logits), fake_logits)
+            d_loss = _bce(tf.ones_like(real_logits), real_logits) + _bce(
+                tf.zeros_like(fake_logits), fake_logits
+            )
+        g_vars = self.generator.trainable_variables
+        d_vars = self.discriminator.trainable_variables
+        self.g_opt.apply(g_tape.gradient(g_loss, g_vars), g_vars)
+        self.d_opt.apply(d_tape.gradient(d_loss, d_vars), d_vars)
+        return d_loss, g_loss
+
+    def run(self, iterator, steps):
+        for _ in range(steps):
+            losses = self.step(next(iterator))
+        float(losses[0])  # wait for the last step
+
+
+class _KerasIOGAN(keras.Model):
+    """The keras-io "GAN overriding train_step" pattern."""
+
+    def __init__(self, norm, width):
+        super().__init__()
+        self.generator, self.discriminator = _networks(norm, width)
+        self.seed_generator = keras.random.SeedGenerator(0)
+        self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+
+    def compile(self, jit_compile):
+        super().compile(jit_compile=jit_compile)
+        self.d_optimizer, self.g_optimizer = _adam(), _adam()
+
+    @property
+    def metrics(self):
+        return [self.d_loss_tracker, self.g_loss_tracker]
+
+    def train_step(self, real_images):
+        batch = tf.shape(real_images)[0]
+        z = keras.random.normal((batch, LATENT_DIM), seed=self.seed_generator)
+        generated = self.generator(z)
+        combined = tf.concat([generated, real_images], axis=0)
+        labels = tf.concat([tf.zeros((batch, 1)), tf.ones((batch, 1))], axis=0)
+        with tf.GradientTape() as tape:
+            d_loss = _bce(labels, self.discriminator(combined))
+        d_vars = self.discriminator.trainable_weights
+        self.d_optimizer.apply(tape.gradient(d_loss, d_vars), d_vars)
+        z = keras.random.normal((batch, LATENT_DIM), seed=self.seed_generator)
+        with tf.GradientTape() as tape:
+            logits = self.discriminator(self.generator(z))
+            g_loss = _bce(tf.ones((batch, 1)), logits)
+        g_vars = self.generator.trainable_weights
+        self.g_optimizer.apply(tape.gradient(g_loss, g_vars), g_vars)
+        self.d_loss_tracker.update_state(d_loss)
+        self.g_loss_tracker.update_state(g_loss)
+        return {m.name: m.result() for m in self.metrics}
+
+
+class _FitRunner:
+    """Times `fit` of a Keras model on the cached batch."""
+
+    def __init__(self, model, dataset):
+        self.model, self.dataset = model, dataset
+
+    def run(self, iterator, steps):
+        del iterator
+        self.model.fit(self.dataset, epochs=1, steps_per_epoch=steps, verbose=0)
+
+
+def _build(kind, policy, xla, spe, batch, images, norm, width):
+    """A warmed-up runner of one mode (traced and compiled)."""
+    keras.config.set_dtype_policy(policy)
+    dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
+    if kind == "tutorial":
+        runner = _TutorialLoop(norm, width, xla, batch)
+    elif kind == "keras-io":
+        model = _KerasIOGAN(norm, width)
+        model.compile(jit_compile=xla)
+        runner = _FitRunner(model, dataset)
+    else:
+        config = TrainConfig(
+            precision=policy,
+            jit_compile=xla,
+            batch_size=batch,
+            width=width,
+            latent_dim=LATENT_DIM,
+            norm=norm,
+        )
+        one_device = distribute.get_strategy("auto", num_replicas=1)
+        run = prepare(config, one_device, data=images.numpy())
+        gan = run.build_gan()
+        if spe > 1:
+            with run.strategy.scope():
+                gan.compile(
+                    generator_optimizer=_adam(),
+                    discriminator_optimizer=_adam(),
+                    jit_compile=xla,
+                    steps_per_execution=spe,
+                )
+        runner = _FitRunner(gan, run.dataset.take(1).cache().repeat())
+    iterator = iter(dataset)
+    for _ in range(2):  # trace and compile
+        runner.run(iterator, max(2, spe))
+    keras.config.set_dtype_policy("float32")
+    return runner, iterator
+
+
+def peers_table(
+    batch_sizes=(16, 64, 128, 512),
+    steps=None,
+    rounds=3,
+    norm="layer",
+    width=WIDTH,
+    modes=None,
+    csv_path=None,
+    printer=print,
+):
+    """Measures images/s of the peers and keras_tpugan's modes, interleaved.
+
+    Args:
+        batch_sizes: Batch sizes (one device).
+        steps: Steps per timing (default: 2,048 images' worth, at least 8,
+            a multiple of 8 for `steps_per_execution`).
+        rounds: Interleaved rounds; each mode's figure is its best.
+        norm: The generator's normalization, the same in every mode.
+        width: The networks' width (`models.dcgan_generator`'s).
+        modes: Names from `MODES` to run (default: all).
+        csv_path: If set, also write the rows there as CSV.
+        printer: Called with each line of output.
+
+    Returns:
+        The rows: dicts with mode, batch_size, images_per_sec and the ratios
+        to the best tutorial and keras-io modes of the same batch.
+
+    Example:
+
+    ```python
+    rows = peers_table(batch_sizes=(16,), rounds=1, modes=["keras-io"])
+    ```
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "Expected the TensorFlow backend: the peers (the TF tutorial loop "
+            "and the keras-io train_step) are TensorFlow programs. Received: "
+            f"KERAS_BACKEND={keras.backend.backend()}. Run with "
+            "KERAS_BACKEND=tensorflow."
+        )
+    known = [m[0] for m in MODES]
+    chosen = [m for m in MODES if modes is None or m[0] in modes]
+    if modes is not None and (unknown := sorted(set(modes) - set(known))):
+        raise ValueError(
+            f"Expected modes among {known}. Received: unknown modes {unknown}."
+        )
+    printer(f"device: {bench._device_and_versions()}, Keras {keras.__version__}")
+    rows = []
+    for batch in batch_sizes:
+        images = tf.constant(
+            np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)), "float32"
+        )
+        n = steps or max(8, -(-2048 // batch // 8) * 8)
+        runners = {
+            name: _build(kind, policy, xla, spe, batch, images, norm, width)
+            for name, kind, policy, xla, spe in chosen
+        }
+        best = dict.fromkeys(runners, 0.0)
+        for _ in range(rounds):
+            for name, (runner, iterator) in runners.items():
+                start = time.perf_counter()
+                runner.run(iterator, n)
+                rate = n * batch / (time.perf_counter() - start)
+                best[name] = max(best[name], rate)
+        rows += _rows(best, batch)
+        for row in rows[-len(best) :]:
+            printer(str(row))
+    for line in reports.peers_table(rows):
+        printer(line)
+    if csv_path:
+        reports.write_csv(rows, csv_path)
+    return rows
+
+
+def _rows(best, batch):
+    def best_of(prefix):
+        rates = [r for name, r in best.items() if name.startswith(prefix)]
+        return max(rates) if rates else None
+
+    tutorial, keras_io = best_of("tutorial"), best_of("keras-io")
+    rows = []
+    for name, rate in best.items():
+        rows.append(
+            {
+                "mode": name,
+                "batch_size": batch,
+                "images_per_sec": round(rate, 1),
+                "vs_best_tutorial": round(rate / tutorial, 2) if tutorial else None,
+                "vs_best_keras_io": round(rate / keras_io, 2) if keras_io else None,
+            }
+        )
+    return rows
