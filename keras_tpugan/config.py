@@ -91,10 +91,12 @@ class TrainConfig:
     augment_adaptive: bool = False
     augment_target: float = 0.6
     augment_background: float = -1.0
-    # Speed: dtype policy, XLA (True, False or "auto": on unless synchronized
-    # batch norm meets a multi-replica MirroredStrategy), strategy kind
-    # ("auto", "tpu", "gpu", "cpu").
-    precision: str = "mixed_bfloat16"
+    # Speed: dtype policy ("auto": mixed_bfloat16 on TPUs and on GPUs and
+    # CPUs with native bfloat16, float32 elsewhere; `precision.resolve`),
+    # XLA (True, False or "auto": on unless synchronized batch norm meets
+    # a multi-replica MirroredStrategy), strategy kind ("auto", "tpu",
+    # "gpu", "cpu").
+    precision: str = "auto"
     jit_compile: bool | str = True
     strategy: str = "auto"
     # Reproducibility: seeds the weights, the latents and the shuffling.

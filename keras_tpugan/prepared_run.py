@@ -104,8 +104,8 @@ def prepare(config, strategy=None, data=None):
             "TrainConfig.preset(name)."
         )
     keras.utils.set_random_seed(config.seed)
-    precision.configure(config.precision)
     strategy = strategy or distribute.get_strategy(config.strategy)
+    precision.configure(config.precision, strategy)
     distribute.check_global_batch(config.batch_size, strategy)
     dataset, info = data_lib.load_images(
         config.dataset if data is None else data,

@@ -103,7 +103,9 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "strategy": type(strategy).__name__,
         "backend": keras.backend.backend(),
         "replicas": run.replicas,
-        "precision": config.precision,
+        # The policy in force ("auto" resolved) and the setting asked for.
+        "precision": keras.mixed_precision.global_policy().name,
+        "precision_setting": config.precision,
         "xla": gan.xla,
         "batch_size": config.batch_size,
         "learning_rate": config.scaled_learning_rate,

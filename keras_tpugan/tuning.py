@@ -197,7 +197,7 @@ class GANHyperModel(kt.HyperModel):
             "batch_size": batch,
             "learning_rate": run.config.scaled_learning_rate,
             "settings": {key: hp.get(key) for key in self.space},
-            "precision": run.config.precision,
+            "precision": keras.mixed_precision.global_policy().name,
             "seed": run.config.seed,
             "status": "ok",
         }

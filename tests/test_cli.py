@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from keras_tpugan import cli
+from keras_tpugan import cli, precision
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,8 @@ def smoke_run(tmp_path_factory, classifier_dir):
             "smoke",
             "--set",
             "batch_size=128",
+            "--set",
+            "precision=auto",
             "--out",
             str(out),
             "--quiet",
@@ -48,7 +50,9 @@ def test_train_smoke_writes_the_run_directory(smoke_run):
     # "auto" on a machine without TPU or GPU: all (here 4 logical) CPUs.
     cpus = len(tf.config.list_logical_devices("CPU"))
     assert summary["data_source"] == "offline" and summary["replicas"] == cpus == 4
-    assert summary["batch_size"] == 128 and summary["precision"] == "float32"
+    # "auto" resolved on this machine's devices, and recorded with the setting.
+    assert summary["batch_size"] == 128 and summary["precision_setting"] == "auto"
+    assert summary["precision"] == precision.resolve()[0]
     assert summary["images_per_sec"] is None  # one epoch: only the compiling one
     assert summary["first_epoch_seconds"] > 0
     final = summary["final"]
