@@ -138,6 +138,54 @@ def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy
     return float(np.median(rates)), flops
 
 
+def reset_peak_memory():
+    """Starts a new peak for `peak_memory_mib` (host RSS and the device's)."""
+    try:  # Linux: "5" resets the process's peak resident set (VmHWM)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    if keras.backend.backend() == "tensorflow":
+        for gpu in tf.config.list_logical_devices("GPU"):
+            tf.config.experimental.reset_memory_stats(gpu.name)
+
+
+def peak_memory_mib():
+    """`(host, device)` peak memory in MiB since `reset_peak_memory`.
+
+    Host: the process's peak resident set (`VmHWM`; Linux only, else None),
+    which includes the frameworks' own memory. Device: the first
+    accelerator's peak allocation (TensorFlow's `get_memory_info`, JAX's
+    `memory_stats`; None on CPUs, which do not report one). JAX reports a
+    peak since the process started, never reset.
+    """
+    host = None
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    host = int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    device = None
+    if keras.backend.backend() == "jax":
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            device = stats["peak_bytes_in_use"] / 2**20
+    else:
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            device = (
+                tf.config.experimental.get_memory_info(gpus[0].name)["peak"] / 2**20
+            )
+    return (
+        None if host is None else round(host, 1),
+        None if device is None else round(device, 1),
+    )
+
+
 def throughput_matrix(
     batch_sizes=(64, 128, 256),
     replicas=(1,),
@@ -167,7 +215,9 @@ def throughput_matrix(
 
     Returns:
         The rows: dicts with precision, xla, replicas, batch_size,
-        images_per_sec, gflops_per_sec and fraction_of_matmul.
+        images_per_sec, gflops_per_sec, fraction_of_matmul, and the peak
+        memory of the cell in MiB, peak_host_mib and peak_device_mib (see
+        `peak_memory_mib`).
     """
     distribute.split_host_devices(max(replicas))
     backend = keras.backend.backend()
@@ -193,6 +243,7 @@ def throughput_matrix(
             "replicas": n,
             "batch_size": batch,
         }
+        reset_peak_memory()
         try:
             rate, flops = measure(
                 policy, use_xla, batch, steps, width, latent_dim, repeats, strategy
@@ -201,7 +252,11 @@ def throughput_matrix(
             if not _expected_failure(e):
                 raise
             row.update(
-                images_per_sec=None, gflops_per_sec=None, fraction_of_matmul=None
+                images_per_sec=None,
+                gflops_per_sec=None,
+                fraction_of_matmul=None,
+                peak_host_mib=None,
+                peak_device_mib=None,
             )
             printer(f"{row}: failed: {str(e).splitlines()[0]}")
             rows.append(row)
@@ -213,6 +268,7 @@ def throughput_matrix(
             # Three significant digits: tiny models on a CPU reach 1e-5.
             fraction_of_matmul=float(f"{achieved / peak[policy]:.3g}"),
         )
+        row["peak_host_mib"], row["peak_device_mib"] = peak_memory_mib()
         rows.append(row)
         printer(str(row))
     for line in reports.throughput_table(rows):

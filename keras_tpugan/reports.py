@@ -256,6 +256,8 @@ def read_throughput_csv(path):
                 "images_per_sec": number(row["images_per_sec"]),
                 "gflops_per_sec": number(row["gflops_per_sec"]),
                 "fraction_of_matmul": number(row["fraction_of_matmul"]),
+                "peak_host_mib": number(row.get("peak_host_mib", "")),
+                "peak_device_mib": number(row.get("peak_device_mib", "")),
             }
             for row in csv.DictReader(f)
         ]
@@ -288,10 +290,10 @@ def throughput_table(rows):
         "| backend | precision | XLA | replicas | batch | images/s "
         "| vs float32 no-XLA |"
         + (" vs tensorflow |" if several else "")
-        + " GFLOP/s | of matmul |",
+        + " GFLOP/s | of matmul | peak host MiB | peak device MiB |",
         "|---|---|---|---:|---:|---:|---:|"
         + ("---:|" if several else "")
-        + "---:|---:|",
+        + "---:|---:|---:|---:|",
     ]
     for r in rows:
         backend = r.get("backend", "tensorflow")
@@ -301,7 +303,10 @@ def throughput_table(rows):
         )
         if r["images_per_sec"] is None:
             lines.append(
-                head + "| failed | - |" + (" - |" if several else "") + " - | - |"
+                head
+                + "| failed | - |"
+                + (" - |" if several else "")
+                + " - | - | - | - |"
             )
             continue
         key = (r["replicas"], r["batch_size"])
@@ -314,7 +319,9 @@ def throughput_table(rows):
             head
             + f"| {r['images_per_sec']:.0f} | "
             + " | ".join(ratios)
-            + f" | {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% |"
+            + f" | {r['gflops_per_sec']:.1f} | {100 * r['fraction_of_matmul']:.1f}% "
+            + f"| {fmt(r.get('peak_host_mib'), '.0f')} "
+            + f"| {fmt(r.get('peak_device_mib'), '.0f')} |"
         )
     return lines
 

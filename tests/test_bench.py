@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 
 from keras_tpugan import bench, cli
 
@@ -33,6 +34,21 @@ def test_bench_prints_and_saves_the_matrix(tmp_path, capsys):
     assert {r["replicas"] for r in rows} == {"1", "2"}
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
     assert all(0 < float(r["fraction_of_matmul"]) for r in rows)
+    # Peak memory per cell: the host's resident set; no device on a CPU.
+    assert all(float(r["peak_host_mib"]) > 100 for r in rows)
+    assert {r["peak_device_mib"] for r in rows} == {""}
+    assert "peak host MiB" in printed
+
+
+def test_peak_memory_sees_an_allocation_after_a_reset():
+    bench.reset_peak_memory()
+    before, _ = bench.peak_memory_mib()
+    block = np.ones(64 * 2**20, np.uint8)  # 64 MiB, touched
+    after, device = bench.peak_memory_mib()
+    del block
+    assert after - before >= 60 and device is None
+    bench.reset_peak_memory()
+    assert bench.peak_memory_mib()[0] < after
 
 
 def test_bench_records_a_batch_that_does_not_split(capsys):
