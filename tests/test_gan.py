@@ -115,7 +115,7 @@ def test_xla_on_and_off_agree_in_float32(gan_kwargs):
 @pytest.mark.tensorflow_only
 def test_latents_depend_on_seed_step_and_global_index_only():
     gan = tiny_gan()
-    z_one, _, _ = gan._draw_noise(0, 8, 8)
+    z_one = gan._draw_noise(0, 8, 8)[0]
     strategy = ktg.distribute.get_strategy("cpu", num_replicas=4)
     with strategy.scope():
         gan4 = tiny_gan(strategy=strategy)
@@ -135,7 +135,7 @@ def test_latents_depend_on_seed_step_and_global_index_only():
 @pytest.mark.jax_only
 def test_jax_latents_depend_on_seed_step_and_stream_only():
     gan = tiny_gan()
-    z, alpha, _ = gan._draw_noise(0, 0, 8)
+    z, alpha, _, _ = gan._draw_noise(0, 0, 8)
     assert z.shape == (8, LATENT) and alpha.shape == (8,)
     np.testing.assert_array_equal(z, gan._draw_noise(0, 0, 8)[0])
     assert not np.allclose(z, gan._draw_noise(1, 0, 8)[0])  # next step
@@ -394,10 +394,44 @@ def test_steps_per_execution_under_mirrored_is_refused():
         tiny_gan(strategy=strategy, compile_kwargs={"steps_per_execution": 2})
 
 
-def test_steps_per_execution_on_one_device():
-    gan = tiny_gan(compile_kwargs={"steps_per_execution": 2})
-    gan.fit(batches(random_images(16), 4), epochs=1, verbose=0)
-    assert int(gan.step_counter.numpy()) == 4
+# Without XLA on TensorFlow too (an un-jitted JAX step runs op by op: minutes).
+@pytest.mark.parametrize("jit_compile", [True] + [False] * (BACKEND != "jax"))
+def test_steps_per_execution_gives_the_weights_of_one_step_per_call(jit_compile):
+
+    def train(steps_per_execution):
+        keras.utils.set_random_seed(1)
+        gan = tiny_gan(
+            compile_kwargs={
+                "steps_per_execution": steps_per_execution,
+                "jit_compile": jit_compile,
+            },
+            ema_halflife_images=16,
+            discriminator_steps=2,
+        )
+        # 4 steps per epoch, 2 epochs: executions of 3 steps, then 1.
+        history = gan.fit(batches(random_images(16), 4), epochs=2, verbose=0)
+        return gan, history.history
+
+    one, one_logs = train(1)
+    three, three_logs = train(3)
+    assert int(keras.ops.convert_to_numpy(three.step_counter)) == 8
+    for a, b in zip(numpy_weights(one), numpy_weights(three), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)
+    for key in one_logs:
+        np.testing.assert_allclose(three_logs[key], one_logs[key], atol=1e-6)
+
+
+def test_xla_compiles_the_whole_step_on_one_device_only():
+    one = tiny_gan(compile_kwargs={"jit_compile": True})
+    assert one.xla and one.xla_whole_step
+    two = tiny_gan(
+        strategy=ktg.distribute.get_strategy("cpu", num_replicas=2),
+        compile_kwargs={"jit_compile": True},
+    )
+    # JAX's jit compiles any step whole; TensorFlow's optimizer updates
+    # under a multi-replica strategy stay outside XLA.
+    assert two.xla and two.xla_whole_step == (BACKEND == "jax")
+    assert not tiny_gan(compile_kwargs={"jit_compile": False}).xla_whole_step
 
 
 def test_ema_generator_tracks_the_generator_and_is_used_to_generate(tmp_path):

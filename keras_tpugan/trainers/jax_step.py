@@ -218,6 +218,8 @@ class JAXGANStep(GANStep):
                     "'mixed_bfloat16'), the native type of TPUs."
                 )
         self.xla = jit_compile is not False
+        # jax.jit compiles the whole step, draw included.
+        self.xla_whole_step = self.xla
         keras.Model.compile(
             self,
             optimizer=optimizer,

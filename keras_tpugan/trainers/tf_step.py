@@ -16,10 +16,12 @@ class TensorFlowGANStep(GANStep):
 
     - the latents are drawn outside XLA for the whole GLOBAL batch from
       `(seed, step, stream)`, and each replica takes its own rows;
-    - each replica's gradients come from `stateless_call` inside a
-      `tf.function(jit_compile=True)` (when XLA is on), while the
+    - with XLA on one device, the rest of the step (`_update`: gradients
+      from `stateless_call`, optimizer updates, EMA, step counter,
+      metrics) is one `tf.function(jit_compile=True)`; under a
+      multi-replica strategy only each replica's gradients are, while the
       optimizer updates and the cross-replica sums stay outside it: XLA
-      over the whole cross-replica step fails under `MirroredStrategy`;
+      over them fails under `MirroredStrategy`;
     - the logged values are all-reduced, so every strategy reports the
       mean over the global batch.
 
@@ -32,23 +34,32 @@ class TensorFlowGANStep(GANStep):
         return self.distribute_strategy
 
     def train_step(self, data):
-        # 1. Unpack this replica's share of the global batch.
+        # 1. Unpack this replica's share of the global batch and draw its
+        #    numbers, outside XLA (stateless RNG gives others inside it).
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
-        divisor = tf.cast(global_batch, "float32")
+        noise = [
+            self._draw_noise(stream, local_batch, global_batch)
+            for stream in range(self.discriminator_steps + 1)
+        ]
+        # 2.-4. Train D, then G, then update the rest (`_update`): one XLA
+        # program on one device, the gradients alone in XLA on several.
+        return self._compiled_update(
+            images, labels, noise, tf.cast(global_batch, "float32")
+        )
+
+    def _update(self, images, labels, noise, divisor):
         p = self._augment_probability()
         # 2. Train the discriminator, fresh latents for each of its steps.
         d_stats = []
         for k in range(self.discriminator_steps):
-            latents, alpha, aug, drop = self._draw_noise(k, local_batch, global_batch)
+            latents, alpha, aug, drop = noise[k]
             inputs = StepInputs(
                 images, labels, latents, alpha, divisor, None, True, aug, p, drop
             )
             d_stats.append(self._train_discriminator(inputs))
         # 3. Train the generator once.
-        latents, _, aug, drop = self._draw_noise(
-            self.discriminator_steps, local_batch, global_batch
-        )
+        latents, _, aug, drop = noise[self.discriminator_steps]
         inputs = StepInputs(
             None, labels, latents, None, divisor, None, True, aug, p, drop
         )
@@ -231,14 +242,34 @@ class TensorFlowGANStep(GANStep):
     # ---------------------------------------------------------- compile
 
     def compile_step(self, optimizer, jit_compile, steps_per_execution, **kwargs):
-        """Compiles the per-replica gradients (XLA) and Keras's step."""
+        """Compiles the step's XLA part, and Keras's step around it.
+
+        On one device (not a TPU, where Keras compiles everything) the whole
+        update after the draw is one XLA program: gradients, optimizer
+        updates, EMA, step counter and metrics. Under a multi-replica
+        strategy only the per-replica gradients are: XLA over the optimizer
+        updates fails there (their cross-replica sums).
+        """
         self.xla = self._resolve_jit_compile(jit_compile)
         self._check_steps_per_execution(steps_per_execution)
-        compile_fn = tf.function(jit_compile=True) if self.xla else (lambda f: f)
-        self._discriminator_grads = compile_fn(self._discriminator_gradients)
-        self._generator_grads = compile_fn(self._generator_gradients)
-        # Keras's own step stays un-jitted: XLA over the whole cross-replica
-        # step fails under MirroredStrategy (the per-replica part is jitted).
+        strategy = self.distribute_strategy
+        self.xla_whole_step = (
+            self.xla
+            and strategy.num_replicas_in_sync == 1
+            and not isinstance(strategy, tf.distribute.TPUStrategy)
+        )
+        jit = tf.function(jit_compile=True)
+        per_replica = self.xla and not self.xla_whole_step
+        self._discriminator_grads = (
+            jit(self._discriminator_gradients)
+            if per_replica
+            else self._discriminator_gradients
+        )
+        self._generator_grads = (
+            jit(self._generator_gradients) if per_replica else self._generator_gradients
+        )
+        self._compiled_update = jit(self._update) if self.xla_whole_step else self._update
+        # Keras's own step stays un-jitted: the draw above stays outside XLA.
         keras.Model.compile(
             self,
             optimizer=optimizer,
