@@ -268,7 +268,9 @@ class TensorFlowGANStep(GANStep):
         self._generator_grads = (
             jit(self._generator_gradients) if per_replica else self._generator_gradients
         )
-        self._compiled_update = jit(self._update) if self.xla_whole_step else self._update
+        self._compiled_update = (
+            jit(self._update) if self.xla_whole_step else self._update
+        )
         # Keras's own step stays un-jitted: the draw above stays outside XLA.
         keras.Model.compile(
             self,
