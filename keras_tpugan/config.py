@@ -14,6 +14,7 @@ from keras_tpugan import (
     precision,
 )
 from keras_tpugan.augment import DiffAugment
+from keras_tpugan.trainers.base import UPDATES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,9 @@ class TrainConfig:
     gradient_penalty: str | None = None
     penalty_weight: float | None = None
     discriminator_steps: int = 1
+    # "alternating" (D, then G on fresh latents) or "simultaneous" (both
+    # from one generator forward: the TF DCGAN tutorial's step).
+    update: str = "alternating"
     # Keep an exponential moving average of the generator (None: off):
     # a decay per step, or a half-life in images (the same span of images
     # at any batch size), shortened to ema_rampup x the images seen early on.
@@ -133,6 +137,7 @@ class TrainConfig:
             "optimizer": large_batch.OPTIMIZERS,
             "lr_scaling": large_batch.LR_SCALINGS,
             "gradient_penalty": (None, *penalties.PENALTIES),
+            "update": UPDATES,
         }
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
@@ -155,6 +160,12 @@ class TrainConfig:
                 raise ValueError(
                     f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
                 )
+        if self.update == "simultaneous" and self.discriminator_steps != 1:
+            raise ValueError(
+                "Expected discriminator_steps=1 with update=simultaneous. "
+                f"Received: discriminator_steps={self.discriminator_steps}. "
+                "Use update=alternating for several discriminator steps."
+            )
         if self.jit_compile not in (True, False, "auto"):
             raise ValueError(
                 "Expected jit_compile to be true, false or auto. Received: "

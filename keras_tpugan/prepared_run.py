@@ -197,6 +197,7 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
         latent_dim=config.latent_dim,
         num_classes=num_classes,
         discriminator_steps=config.discriminator_steps,
+        update=config.update,
         gradient_penalty=config.gradient_penalty,
         penalty_weight=config.penalty_weight,
         seed=config.seed,

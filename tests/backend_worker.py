@@ -45,6 +45,8 @@ CASES = {
         },
         {"loss": "wasserstein"},
     ),
+    # Both networks from one forward: TensorFlow's two tapes, JAX's vjp.
+    "simultaneous": ({"update": "simultaneous"}, {"loss": "non_saturating"}),
     "conditional_r1_hinge": (
         {"num_classes": 2, "gradient_penalty": "r1"},
         {"loss": "hinge"},

@@ -5,6 +5,7 @@ import tensorflow as tf
 from conftest import BACKEND, LATENT, batches, numpy_weights, random_images, tiny_gan
 
 import keras_tpugan as ktg
+from keras_tpugan.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 
@@ -37,6 +38,11 @@ PARITY_CASES = {
     "r1_hinge": ({"gradient_penalty": "r1"}, {"jit_compile": False, "loss": "hinge"}),
     "synchronized_batchnorm": ({"norm": "batch"}, {"jit_compile": False}),
     "conditional": ({"num_classes": 2}, {"jit_compile": True}),
+    # Both networks from one generator forward, with a penalty and dropout.
+    "simultaneous_r1_dropout": (
+        {"update": "simultaneous", "gradient_penalty": "r1", "d_dropout": 0.3},
+        {"jit_compile": True},
+    ),
     # Dropout masks keyed by (seed, step, call, global example), here with
     # two discriminator steps and the penalty's own call.
     "dropout_wgan_gp": (
@@ -254,6 +260,9 @@ def test_get_config_round_trip():
     gan = tiny_gan(num_classes=2, discriminator_steps=3, seed=5)
     clone = ktg.GAN.from_config(gan.get_config())
     assert clone.num_classes == 2 and clone.discriminator_steps == 3 and clone.seed == 5
+    assert clone.update == "alternating"
+    simultaneous = ktg.GAN.from_config(tiny_gan(update="simultaneous").get_config())
+    assert simultaneous.update == "simultaneous"
     assert clone.latent_dim == LATENT
     compile_config = gan.get_compile_config()
     assert compile_config["loss"]["class_name"] == "NonSaturatingLoss"
@@ -261,7 +270,59 @@ def test_get_config_round_trip():
     assert clone.generator_optimizer.learning_rate.numpy() == pytest.approx(2e-4)
 
 
+@pytest.mark.tensorflow_only
+def test_simultaneous_update_is_the_tutorials_joint_step():
+    sgd = keras.optimizers.SGD
+    gan = tiny_gan(
+        update="simultaneous",
+        compile_kwargs={
+            "generator_optimizer": sgd(0.1),
+            "discriminator_optimizer": sgd(0.1),
+            "jit_compile": False,
+        },
+    )
+    g, d = (
+        keras.models.clone_model(gan.generator),
+        keras.models.clone_model(gan.discriminator),
+    )
+    g.set_weights(gan.generator.get_weights())
+    d.set_weights(gan.discriminator.get_weights())
+    images = random_images(8)
+    z = gan._draw_noise(0, 8, 8)[0]
+    # The tutorial's step by hand: one forward, each loss by its own network.
+    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+        fake = g(z, training=True)
+        real_logits, fake_logits = d(images, training=True), d(fake, training=True)
+        g_loss = tf.reduce_mean(tf.nn.softplus(-fake_logits))
+        d_loss = tf.reduce_mean(tf.nn.softplus(-real_logits)) + tf.reduce_mean(
+            tf.nn.softplus(fake_logits)
+        )
+    g_grads = g_tape.gradient(g_loss, g.trainable_variables)
+    d_grads = d_tape.gradient(d_loss, d.trainable_variables)
+    history = gan.fit(batches(images, 8), epochs=1, verbose=0).history
+    assert history["g_loss"][0] == pytest.approx(float(g_loss), abs=1e-5)
+    assert history["d_loss"][0] == pytest.approx(float(d_loss), abs=1e-5)
+    for model, grads, trained in (
+        (g, g_grads, gan.generator),
+        (d, d_grads, gan.discriminator),
+    ):
+        for variable, grad, new in zip(
+            model.trainable_variables, grads, trained.trainable_variables, strict=True
+        ):
+            expected = variable.numpy() - 0.1 * grad.numpy()
+            np.testing.assert_allclose(new.numpy(), expected, atol=1e-5)
+
+
 # ----------------------------------------------------------------- bad input
+
+
+def test_bad_update_settings_are_one_clear_error():
+    with pytest.raises(ValueError, match="Expected `update` in.*'joint'"):
+        tiny_gan(update="joint")
+    with pytest.raises(ValueError, match="discriminator_steps=1 with update='simul"):
+        tiny_gan(update="simultaneous", discriminator_steps=2)
+    with pytest.raises(ValueError, match="discriminator_steps=1 with update=simul"):
+        TrainConfig(update="simultaneous", discriminator_steps=2)
 
 
 def test_images_of_the_wrong_shape_are_refused():

@@ -11,13 +11,15 @@ backend subclass, picked when Keras picks its backend:
 Both read as the same four labelled phases: (1) unpack the batch, (2) train
 the discriminator `discriminator_steps` times, each with fresh latents,
 (3) train the generator once, (4) update the generator EMA, the step
-counter and the metrics.
+counter and the metrics. With `update="simultaneous"` phases 2 and 3 are
+one: both networks' gradients from one generator forward
+(`joint_objective`), both applied.
 
 The contract between the GAN and its step:
 
 - The GAN (`gan.py`) owns the public API and the attributes the step reads:
   `generator`, `discriminator`, `latent_dim`, `num_classes`,
-  `discriminator_steps`, `gradient_penalty`, `penalty_weight`, `seed`,
+  `discriminator_steps`, `update`, `gradient_penalty`, `penalty_weight`, `seed`,
   `ema_decay`, `ema_halflife_images`, `ema_rampup`, `ema_generator`,
   `augment` (a `DiffAugment` or None) and `augment_probability`,
   `step_counter`, `trackers` (one `Mean` per logged value: `D_LOGGED`,
@@ -61,6 +63,9 @@ from keras_tpugan.losses import flat_logits
 # The values the step logs, in the order of `GAN.trackers` (`penalty` only
 # with a gradient penalty).
 D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
+# How the networks step: D then G on fresh latents, or both from one
+# generator forward (the TensorFlow DCGAN tutorial's step).
+UPDATES = ("alternating", "simultaneous")
 # The discriminator's calls in a step, keying their dropout masks apart.
 REAL, FAKE, INTERPOLATED = 0, 1, 2
 G_LOGGED = ("g_loss",)
@@ -125,18 +130,9 @@ class GANStep:
         d_state = values.d_state
         real_logits, d_state = self._critic(d_vars, d_state, real, inputs, REAL)
         fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs, FAKE)
-        per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
-        sums = [per_example, flat_logits(real_logits), flat_logits(fake_logits)]
-        total = per_example
-        if self.gradient_penalty:
-            penalty = self._penalty(d_vars, d_state, real, fake, inputs)
-            total = total + self.penalty_weight * penalty
-            sums.append(penalty)
-        if self.augment is not None and self.augment.adaptive:
-            # ADA's overfitting heuristic: E[sign(D(real))].
-            sums.append(ops.sign(flat_logits(real_logits)))
-        loss = ops.sum(total) / inputs.global_batch
-        stats = ops.stack([ops.sum(s) for s in sums]) / inputs.global_batch
+        loss, stats = self._discriminator_loss(
+            d_vars, d_state, real, fake, real_logits, fake_logits, inputs
+        )
         return loss * inputs.loss_scale, (d_state, g_state, stats)
 
     def generator_objective(self, g_vars, values, inputs):
@@ -161,6 +157,39 @@ class GANStep:
         per_example = self.adversarial_loss.generator_loss(fake_logits)
         loss = ops.sum(per_example) / inputs.global_batch
         return loss * inputs.loss_scale, (g_state, loss)
+
+    def joint_objective(self, g_vars, d_vars, values, inputs):
+        """Both networks' losses from one generator forward (`"simultaneous"`).
+
+        Args:
+            g_vars: The generator's trainable values.
+            d_vars: The discriminator's trainable values.
+            values: A `NetworkValues` for the rest (its `*_vars` unused).
+            inputs: A `StepInputs` (`loss_scale` unused: each backend
+                scales each loss with its own optimizer's factor).
+
+        Returns:
+            `((d_loss, g_loss), (d_state, g_state, stats))`: this replica's
+            shares of the global means; `stats` as in
+            `discriminator_objective`. Differentiate `d_loss` by `d_vars`
+            only and `g_loss` by `g_vars` only.
+        """
+        fake, g_state = self.generator.stateless_call(
+            g_vars,
+            values.g_state,
+            self._generator_inputs(inputs.latents, inputs.labels),
+            training=inputs.training,
+        )
+        fake = self._augmented(fake, inputs, 1)
+        real = self._augmented(inputs.images, inputs, 0)
+        real_logits, d_state = self._critic(d_vars, values.d_state, real, inputs, REAL)
+        fake_logits, d_state = self._critic(d_vars, d_state, fake, inputs, FAKE)
+        d_loss, stats = self._discriminator_loss(
+            d_vars, d_state, real, fake, real_logits, fake_logits, inputs
+        )
+        g_per_example = self.adversarial_loss.generator_loss(fake_logits)
+        g_loss = ops.sum(g_per_example) / inputs.global_batch
+        return (d_loss, g_loss), (d_state, g_state, stats)
 
     def held_out_stats(self, values, inputs):
         """Both objectives' logged values, nothing updated (`test_step`).
@@ -227,6 +256,26 @@ class GANStep:
         if labels is not None:
             labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         return ops.cast(images, "float32"), labels
+
+    def _discriminator_loss(
+        self, d_vars, d_state, real, fake, real_logits, fake_logits, inputs
+    ):
+        """D's loss (penalty included) and its logged sums, per global batch."""
+        per_example = self.adversarial_loss.discriminator_loss(real_logits, fake_logits)
+        sums = [per_example, flat_logits(real_logits), flat_logits(fake_logits)]
+        total = per_example
+        if self.gradient_penalty:
+            # On the generated images as they are: no gradient to G.
+            fake = ops.stop_gradient(fake)
+            penalty = self._penalty(d_vars, d_state, real, fake, inputs)
+            total = total + self.penalty_weight * penalty
+            sums.append(penalty)
+        if self.augment is not None and self.augment.adaptive:
+            # ADA's overfitting heuristic: E[sign(D(real))].
+            sums.append(ops.sign(flat_logits(real_logits)))
+        loss = ops.sum(total) / inputs.global_batch
+        stats = ops.stack([ops.sum(s) for s in sums]) / inputs.global_batch
+        return loss, stats
 
     def _augmented(self, images, inputs, which):
         """`images` through the GAN's augmentation (`which`: 0 real, 1 fake)."""

@@ -46,22 +46,31 @@ class JAXGANStep(GANStep):
         divisor = float(global_batch)
         step = state.get("step")[0]
         p = state.get("augment_p")[0] if self.augment is not None else None
-        # 2. Train the discriminator, fresh latents for each of its steps.
-        d_stats = []
-        for k in range(self.discriminator_steps):
-            latents, alpha, aug, drop = self._draw_noise(step, k, global_batch)
+        if self.update == "simultaneous":
+            # 2.+3. Train both networks from one generator forward.
+            latents, alpha, aug, drop = self._draw_noise(step, 0, global_batch)
             inputs = StepInputs(
                 images, labels, latents, alpha, divisor, 1.0, True, aug, p, drop
             )
-            d_stats.append(self._train_discriminator(state, inputs))
-        # 3. Train the generator once.
-        latents, _, aug, drop = self._draw_noise(
-            step, self.discriminator_steps, global_batch
-        )
-        inputs = StepInputs(
-            None, labels, latents, None, divisor, 1.0, True, aug, p, drop
-        )
-        g_loss = self._train_generator(state, inputs)
+            d_stats, g_loss = self._train_both(state, inputs)
+            d_stats = [d_stats]
+        else:
+            # 2. Train the discriminator, fresh latents for each of its steps.
+            d_stats = []
+            for k in range(self.discriminator_steps):
+                latents, alpha, aug, drop = self._draw_noise(step, k, global_batch)
+                inputs = StepInputs(
+                    images, labels, latents, alpha, divisor, 1.0, True, aug, p, drop
+                )
+                d_stats.append(self._train_discriminator(state, inputs))
+            # 3. Train the generator once.
+            latents, _, aug, drop = self._draw_noise(
+                step, self.discriminator_steps, global_batch
+            )
+            inputs = StepInputs(
+                None, labels, latents, None, divisor, 1.0, True, aug, p, drop
+            )
+            g_loss = self._train_generator(state, inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
         self._update_ema(state, step, divisor)
         state.set("step", [step + 1])
@@ -112,6 +121,32 @@ class JAXGANStep(GANStep):
         state.set("g_vars", g_vars)
         state.set("g_opt", g_opt)
         return g_loss
+
+    def _train_both(self, state, inputs):
+        values = self._network_values(state)
+
+        def losses(g_vars, d_vars):
+            return self.joint_objective(g_vars, d_vars, values, inputs)
+
+        (d_loss, g_loss), backward, (d_state, g_state, stats) = jax.vjp(
+            losses, state.get("g_vars"), state.get("d_vars"), has_aux=True
+        )
+        # One forward, two backward passes: each loss by its network only
+        # (XLA drops the other halves, which nothing uses).
+        _, d_grads = backward((ops.ones_like(d_loss), ops.zeros_like(g_loss)))
+        g_grads, _ = backward((ops.zeros_like(d_loss), ops.ones_like(g_loss)))
+        state.set("d_state", d_state)
+        state.set("g_state", g_state)
+        for name, grads, opt in (
+            ("d", d_grads, self.discriminator_optimizer),
+            ("g", g_grads, self.generator_optimizer),
+        ):
+            new_vars, new_opt = opt.stateless_apply(
+                state.get(f"{name}_opt"), grads, state.get(f"{name}_vars")
+            )
+            state.set(f"{name}_vars", new_vars)
+            state.set(f"{name}_opt", new_opt)
+        return stats, g_loss
 
     def _network_values(self, state):
         return NetworkValues(

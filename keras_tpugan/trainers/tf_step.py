@@ -38,9 +38,10 @@ class TensorFlowGANStep(GANStep):
         #    numbers, outside XLA (stateless RNG gives others inside it).
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
+        streams = 1 if self.update == "simultaneous" else self.discriminator_steps + 1
         noise = [
             self._draw_noise(stream, local_batch, global_batch)
-            for stream in range(self.discriminator_steps + 1)
+            for stream in range(streams)
         ]
         # 2.-4. Train D, then G, then update the rest (`_update`): one XLA
         # program on one device, the gradients alone in XLA on several.
@@ -50,20 +51,29 @@ class TensorFlowGANStep(GANStep):
 
     def _update(self, images, labels, noise, divisor):
         p = self._augment_probability()
-        # 2. Train the discriminator, fresh latents for each of its steps.
-        d_stats = []
-        for k in range(self.discriminator_steps):
-            latents, alpha, aug, drop = noise[k]
+        if self.update == "simultaneous":
+            # 2.+3. Train both networks from one generator forward.
+            latents, alpha, aug, drop = noise[0]
             inputs = StepInputs(
                 images, labels, latents, alpha, divisor, None, True, aug, p, drop
             )
-            d_stats.append(self._train_discriminator(inputs))
-        # 3. Train the generator once.
-        latents, _, aug, drop = noise[self.discriminator_steps]
-        inputs = StepInputs(
-            None, labels, latents, None, divisor, None, True, aug, p, drop
-        )
-        g_loss = self._train_generator(inputs)
+            d_stats, g_loss = self._train_both(inputs)
+            d_stats = [d_stats]
+        else:
+            # 2. Train the discriminator, fresh latents for each of its steps.
+            d_stats = []
+            for k in range(self.discriminator_steps):
+                latents, alpha, aug, drop = noise[k]
+                inputs = StepInputs(
+                    images, labels, latents, alpha, divisor, None, True, aug, p, drop
+                )
+                d_stats.append(self._train_discriminator(inputs))
+            # 3. Train the generator once.
+            latents, _, aug, drop = noise[self.discriminator_steps]
+            inputs = StepInputs(
+                None, labels, latents, None, divisor, None, True, aug, p, drop
+            )
+            g_loss = self._train_generator(inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
         self._update_ema(divisor)
         self.step_counter.assign_add(1)
@@ -109,6 +119,20 @@ class TensorFlowGANStep(GANStep):
         _assign(self.generator.non_trainable_variables, g_state)
         opt.apply(grads, self.generator.trainable_variables)
         return g_loss
+
+    def _train_both(self, inputs):
+        d_opt, g_opt = self.discriminator_optimizer, self.generator_optimizer
+        (d_grads, g_grads), (d_state, g_state, stats, g_loss) = self._joint_grads(
+            _values(self.discriminator.trainable_variables),
+            _values(self.generator.trainable_variables),
+            self._network_values(),
+            inputs,
+        )
+        _assign(self.discriminator.non_trainable_variables, d_state)
+        _assign(self.generator.non_trainable_variables, g_state)
+        d_opt.apply(d_grads, self.discriminator.trainable_variables)
+        g_opt.apply(g_grads, self.generator.trainable_variables)
+        return stats, g_loss
 
     def _network_values(self):
         return NetworkValues(
@@ -181,6 +205,21 @@ class TensorFlowGANStep(GANStep):
             tape.watch(g_vars)
             loss, aux = self.generator_objective(g_vars, values, inputs)
         return _dense(tape.gradient(loss, g_vars)), aux
+
+    def _joint_gradients(self, d_vars, g_vars, values, inputs):
+        d_scale = self.discriminator_optimizer.scale_loss(tf.constant(1.0))
+        g_scale = self.generator_optimizer.scale_loss(tf.constant(1.0))
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(d_vars)
+            tape.watch(g_vars)
+            (d_loss, g_loss), (d_state, g_state, stats) = self.joint_objective(
+                g_vars, d_vars, values, inputs
+            )
+            d_scaled, g_scaled = d_loss * d_scale, g_loss * g_scale
+        d_grads = _dense(tape.gradient(d_scaled, d_vars))
+        g_grads = _dense(tape.gradient(g_scaled, g_vars))
+        del tape
+        return (d_grads, g_grads), (d_state, g_state, stats, g_loss)
 
     # ---------------------------------------------------------- helpers
 
@@ -267,6 +306,9 @@ class TensorFlowGANStep(GANStep):
         )
         self._generator_grads = (
             jit(self._generator_gradients) if per_replica else self._generator_gradients
+        )
+        self._joint_grads = (
+            jit(self._joint_gradients) if per_replica else self._joint_gradients
         )
         self._compiled_update = (
             jit(self._update) if self.xla_whole_step else self._update
