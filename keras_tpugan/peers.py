@@ -11,8 +11,10 @@ same non-saturating loss, Adam(2e-4, beta_1=0.5) and the same batch:
   `keras.Model` whose `train_step` trains D on real and generated images
   concatenated, then G, through `fit`;
 
-beside keras_tpugan's `GAN` in float32 and mixed_bfloat16, each with and
-without XLA (and with `steps_per_execution`, on one device). Every mode is
+beside keras_tpugan's `GAN` in float32 (with and without XLA) and
+mixed_bfloat16, with the default alternating update and with
+`update="simultaneous"` (the tutorial's step), and with
+`steps_per_execution=8`, on one device. Every mode is
 built and compiled first; then rounds go through the modes in turn
 (interleaved, so a slow spell of a shared machine hits them all), each
 timing `steps` steps on one cached batch; a mode's figure is its best round.
@@ -33,22 +35,46 @@ from keras_tpugan.prepared_run import prepare
 
 LATENT_DIM = 128
 WIDTH = 128
-# Modes: (name, builder key, precision, XLA, steps_per_execution).
+# Modes: (name, builder key, precision, XLA, steps_per_execution, update).
 MODES = (
-    ("tutorial", "tutorial", "float32", False, 1),
-    ("tutorial + XLA", "tutorial", "float32", True, 1),
-    ("keras-io", "keras-io", "float32", False, 1),
-    ("keras-io + XLA", "keras-io", "float32", True, 1),
-    ("keras_tpugan float32", "keras_tpugan", "float32", False, 1),
-    ("keras_tpugan float32 + XLA", "keras_tpugan", "float32", True, 1),
+    ("tutorial", "tutorial", "float32", False, 1, None),
+    ("tutorial + XLA", "tutorial", "float32", True, 1, None),
+    ("keras-io", "keras-io", "float32", False, 1, None),
+    ("keras-io + XLA", "keras-io", "float32", True, 1, None),
+    ("keras_tpugan float32", "keras_tpugan", "float32", False, 1, "alternating"),
+    ("keras_tpugan float32 + XLA", "keras_tpugan", "float32", True, 1, "alternating"),
     (
         "keras_tpugan float32 + XLA, 8 steps/execution",
         "keras_tpugan",
         "float32",
         True,
         8,
+        "alternating",
     ),
-    ("keras_tpugan mixed_bfloat16 + XLA", "keras_tpugan", "mixed_bfloat16", True, 1),
+    (
+        "keras_tpugan mixed_bfloat16 + XLA",
+        "keras_tpugan",
+        "mixed_bfloat16",
+        True,
+        1,
+        "alternating",
+    ),
+    (
+        "keras_tpugan simultaneous float32 + XLA",
+        "keras_tpugan",
+        "float32",
+        True,
+        1,
+        "simultaneous",
+    ),
+    (
+        "keras_tpugan simultaneous float32 + XLA, 8 steps/execution",
+        "keras_tpugan",
+        "float32",
+        True,
+        8,
+        "simultaneous",
+    ),
 )
 PEERS = ("tutorial", "keras-io")
 
@@ -149,7 +175,7 @@ class _FitRunner:
         self.model.fit(self.dataset, epochs=1, steps_per_epoch=steps, verbose=0)
 
 
-def _build(kind, policy, xla, spe, batch, images, norm, width):
+def _build(kind, policy, xla, spe, update, batch, images, norm, width):
     """A warmed-up runner of one mode (traced and compiled)."""
     keras.config.set_dtype_policy(policy)
     dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
@@ -167,6 +193,7 @@ def _build(kind, policy, xla, spe, batch, images, norm, width):
             width=width,
             latent_dim=LATENT_DIM,
             norm=norm,
+            update=update,
         )
         one_device = distribute.get_strategy("auto", num_replicas=1)
         run = prepare(config, one_device, data=images.numpy())
@@ -241,8 +268,8 @@ def peers_table(
         )
         n = steps or max(8, -(-2048 // batch // 8) * 8)
         runners = {
-            name: _build(kind, policy, xla, spe, batch, images, norm, width)
-            for name, kind, policy, xla, spe in chosen
+            name: _build(kind, policy, xla, spe, update, batch, images, norm, width)
+            for name, kind, policy, xla, spe, update in chosen
         }
         best = dict.fromkeys(runners, 0.0)
         for _ in range(rounds):
