@@ -345,7 +345,7 @@ PRESETS = {
     # About 8 minutes of training on a 2-core CPU: the offline MNIST
     # subset (4,000 digits). Batch-normalized generator, spectrally
     # normalized discriminator, Adam at 4e-3 with beta_1 = 0: each won its
-    # ablation on two seeds (README, "Ablations"); 160 epochs (9,920 steps)
+    # ablation on two seeds (README, "Ablations"); 150 epochs (9,300 steps)
     # fit the 10-minute bar in float32 with the whole update in XLA.
     "demo": dict(
         source="offline",
@@ -354,7 +354,7 @@ PRESETS = {
         norm="batch",
         d_norm="spectral",
         batch_size=64,
-        epochs=160,
+        epochs=150,
         learning_rate=4e-3,
         beta_1=0.0,
         # mixed_bfloat16 where it is native (TPUs, recent GPUs), float32 on
