@@ -119,12 +119,7 @@ class GANStep:
             replica's share of the global means of `D_LOGGED` (the penalty
             only when there is one).
         """
-        fake, g_state = self.generator.stateless_call(
-            values.g_vars,
-            values.g_state,
-            self._generator_inputs(inputs.latents, inputs.labels),
-            training=inputs.training,
-        )
+        fake, g_state = self._generated(values.g_vars, values.g_state, inputs)
         fake = self._augmented(ops.stop_gradient(fake), inputs, 1)
         real = self._augmented(inputs.images, inputs, 0)
         d_state = values.d_state
@@ -146,12 +141,7 @@ class GANStep:
         Returns:
             `(scaled_loss, (g_state, loss))`.
         """
-        fake, g_state = self.generator.stateless_call(
-            g_vars,
-            values.g_state,
-            self._generator_inputs(inputs.latents, inputs.labels),
-            training=inputs.training,
-        )
+        fake, g_state = self._generated(g_vars, values.g_state, inputs)
         fake = self._augmented(fake, inputs, 1)
         fake_logits, _ = self._critic(values.d_vars, values.d_state, fake, inputs, FAKE)
         per_example = self.adversarial_loss.generator_loss(fake_logits)
@@ -174,12 +164,7 @@ class GANStep:
             `discriminator_objective`. Differentiate `d_loss` by `d_vars`
             only and `g_loss` by `g_vars` only.
         """
-        fake, g_state = self.generator.stateless_call(
-            g_vars,
-            values.g_state,
-            self._generator_inputs(inputs.latents, inputs.labels),
-            training=inputs.training,
-        )
+        fake, g_state = self._generated(g_vars, values.g_state, inputs)
         fake = self._augmented(fake, inputs, 1)
         real = self._augmented(inputs.images, inputs, 0)
         real_logits, d_state = self._critic(d_vars, values.d_state, real, inputs, REAL)
@@ -326,6 +311,15 @@ class GANStep:
         if self.gradient_penalty == "wgan-gp":
             return penalties.wgan_gp(critic, real, fake, inputs.alpha)
         return penalties.r1(critic, real)
+
+    def _generated(self, g_vars, g_state, inputs):
+        """The generator's images for `inputs`' latents, and its new state."""
+        return self.generator.stateless_call(
+            g_vars,
+            g_state,
+            self._generator_inputs(inputs.latents, inputs.labels),
+            training=inputs.training,
+        )
 
     def _generator_inputs(self, latents, labels):
         return latents if labels is None else [latents, labels]
