@@ -107,12 +107,37 @@ def _device_and_versions():
     return f"{device}; TF {tf.__version__}"
 
 
+def gan_on_one_batch(config, strategy=None):
+    """The GAN a config describes and one batch of noise images, repeated.
+
+    The run is set up by `prepared_run.prepare`, as a training run is, on one
+    global batch of uniform noise images, cached and repeated so that
+    timings hold the training step alone, not the input pipeline.
+
+    Args:
+        config: A `TrainConfig`; its `batch_size` is the batch made.
+        strategy: The strategy (default: `config.strategy`'s).
+
+    Returns:
+        `(gan, dataset)`: the compiled GAN and an endless dataset of the batch.
+
+    Example:
+
+    ```python
+    gan, ds = gan_on_one_batch(TrainConfig(batch_size=16, width=16))
+    gan.fit(ds, epochs=1, steps_per_epoch=4, verbose=0)
+    ```
+    """
+    shape = (config.batch_size, *IMAGE_SHAPE)
+    images = np.random.default_rng(0).uniform(-1, 1, shape)
+    run = prepare(config, strategy, data=images.astype("float32"))
+    return run.build_gan(), run.dataset.take(1).cache().repeat()
+
+
 def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy):
     """Median images/s over `repeats` timed fits, and FLOPs per image.
 
-    The run is set up by `prepared_run.prepare`, as a training run is, on
-    one batch of synthetic images, cached and repeated so that the timings
-    hold the training step alone, not the input pipeline.
+    The GAN trains on `gan_on_one_batch`: the training step alone is timed.
     """
     config = TrainConfig(
         precision=policy,
@@ -121,10 +146,7 @@ def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy
         width=width,
         latent_dim=latent_dim,
     )
-    images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *IMAGE_SHAPE))
-    run = prepare(config, strategy, data=images.astype("float32"))
-    gan = run.build_gan()
-    ds = run.dataset.take(1).cache().repeat()
+    gan, ds = gan_on_one_batch(config, strategy)
     # Trace and compile. Twice: on JAX the second fit compiles once more, for
     # the shardings of the state the first one returned.
     for _ in range(2):

@@ -99,10 +99,13 @@ class TrainConfig:
     # CPUs with native bfloat16, float32 elsewhere; `precision.resolve`),
     # XLA (True, False or "auto": on unless synchronized batch norm meets
     # a multi-replica MirroredStrategy), strategy kind ("auto", "tpu",
-    # "gpu", "cpu").
+    # "gpu", "cpu"), and training steps per compiled call (Keras's
+    # `steps_per_execution`: fewer host round trips for small batches; one
+    # device, TPUs and JAX only).
     precision: str = "auto"
     jit_compile: bool | str = True
     strategy: str = "auto"
+    steps_per_execution: int = 1
     # Reproducibility: seeds the weights, the latents and the shuffling.
     seed: int = 0
     # Outputs: images per sample grid, and a grid every N epochs.
@@ -155,6 +158,7 @@ class TrainConfig:
             "sample_every",
             "quality_images",
             "base_batch_size",
+            "steps_per_execution",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(

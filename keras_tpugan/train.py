@@ -100,7 +100,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "dataset": config.dataset,
         "num_examples": info["num_examples"],
         "validation_split": config.validation_split if run.validation else None,
-        "strategy": type(strategy).__name__,
+        "strategy": distribute.strategy_name(strategy),
         "backend": keras.backend.backend(),
         "replicas": run.replicas,
         # The policy in force ("auto" resolved) and the setting asked for.

@@ -67,7 +67,7 @@ import keras_tpugan as ktg
 strategy = ktg.distribute.get_strategy("auto")
 ktg.precision.configure(PRECISION)
 print(
-    f"{keras.backend.backend()}: {type(strategy).__name__} with "
+    f"{keras.backend.backend()}: {ktg.distribute.strategy_name(strategy)} with "
     f"{ktg.distribute.num_replicas(strategy)} replica(s), "
     f"policy {keras.mixed_precision.global_policy().name}"
 )

@@ -21,6 +21,20 @@ def test_cpu_strategies():
     assert distribute.num_replicas(distribute.get_strategy("cpu")) == 4
 
 
+@pytest.mark.tensorflow_only
+def test_one_device_is_the_default_strategy_unless_inside_another_scope():
+    one = distribute.get_strategy("cpu", num_replicas=1)
+    assert one is tf.distribute.get_strategy()  # what a plain keras.Model uses
+    assert distribute.strategy_name(one) == "DefaultStrategy"
+    two = distribute.get_strategy("cpu", num_replicas=2)
+    with two.scope():
+        inside = distribute.get_strategy("cpu", num_replicas=1)
+    assert isinstance(inside, tf.distribute.OneDeviceStrategy)
+    assert distribute.strategy_name(inside) == "OneDeviceStrategy"
+    with pytest.raises(ValueError, match="replica\\(s\\) of DefaultStrategy"):
+        distribute.check_global_batch(0, one)
+
+
 def test_auto_on_a_machine_without_tpu_or_gpu_uses_the_cpus():
     strategy = distribute.get_strategy("auto")
     if BACKEND == "jax":

@@ -70,7 +70,7 @@ def test_quickstart_runs(tmp_path):
         assert (out / name).exists(), name
     text = _text(nb)
     assert (
-        "tensorflow: OneDeviceStrategy with 1 replica(s), policy mixed_bfloat16" in text
+        "tensorflow: DefaultStrategy with 1 replica(s), policy mixed_bfloat16" in text
     )
     assert "'source': 'offline'" in text and "FCD" in text
 

@@ -8,7 +8,7 @@ import pytest
 
 from keras_tpugan import distribute
 from keras_tpugan.config import TrainConfig
-from keras_tpugan.prepared_run import PreparedRun, prepare
+from keras_tpugan.prepared_run import PreparedRun, build_gan, prepare
 
 pytestmark = pytest.mark.both_backends
 
@@ -51,3 +51,10 @@ def test_prepare_refuses_what_cannot_run():
     four = distribute.get_strategy("cpu", num_replicas=4)
     with pytest.raises(ValueError, match="divisible by the 4 replica"):
         prepare(dataclasses.replace(SMOKE, batch_size=30), four)
+
+
+def test_the_config_sets_steps_per_execution_and_refuses_zero():
+    gan = build_gan(TrainConfig(width=8, steps_per_execution=3), (28, 28, 1))
+    assert gan.steps_per_execution == 3
+    with pytest.raises(ValueError, match="Expected steps_per_execution >= 1"):
+        TrainConfig(steps_per_execution=0)
