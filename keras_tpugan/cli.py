@@ -269,7 +269,14 @@ def _parser():
         action="store_true",
         help="instead: the TF DCGAN tutorial loop and the keras-io train_step "
         "pattern beside keras_tpugan's modes, same models, interleaved rounds "
-        "(TensorFlow backend)",
+        "(on JAX: the tutorial's step as a jax.jit loop; no keras-io row)",
+    )
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="with --peers: instead of timing, trace --steps steps of each mode "
+        "(default 16) with the backend's profiler and list kernel time per step "
+        "by op type",
     )
     bench.add_argument("--width", type=int, default=128)
     bench.add_argument("--latent-dim", type=int, default=128)
@@ -399,6 +406,11 @@ def _sample(args):
 def _bench(args):
     from keras_tpugan import bench
 
+    if args.profile and not args.peers:
+        raise ValueError(
+            "Expected --profile with --peers (it profiles the peers "
+            "benchmark's modes). Received: --profile alone. Add --peers."
+        )
     if args.peers:
         return _peers(args)
     kwargs = dict(
@@ -422,8 +434,20 @@ def _bench(args):
 
 
 def _peers(args):
-    from keras_tpugan import peers
+    from keras_tpugan import peers, reports, step_profile
 
+    if args.profile:
+        rows = step_profile.profile_modes(
+            batch_sizes=args.batch_sizes or [16, 128],
+            steps=args.steps or 16,
+            width=args.width,
+        )
+        for line in reports.profile_table(rows):
+            print(line)
+        if args.csv:
+            reports.write_csv(rows, args.csv)
+            print(f"keras-tpugan: wrote {args.csv}")
+        return 0
     peers.peers_table(
         batch_sizes=args.batch_sizes or [16, 64, 128, 512],
         steps=args.steps,

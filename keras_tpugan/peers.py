@@ -6,32 +6,38 @@ same non-saturating loss, Adam(2e-4, beta_1=0.5) and the same batch:
 
 - `tutorial`: the TensorFlow DCGAN tutorial's loop, one joint step under
   `tf.function` (one generator forward shared by both losses, both
-  optimizers applied in the same step), driven by a Python loop;
+  optimizers applied in the same step), driven by a Python loop. On JAX
+  the same step as the keras-io guide "Writing a training loop from
+  scratch in JAX" writes one: `stateless_call`, one `jax.vjp` for both
+  losses and `optimizer.stateless_apply` under `jax.jit`;
 - `keras-io`: the keras-io "GAN overriding train_step" pattern, a
   `keras.Model` whose `train_step` trains D on real and generated images
-  concatenated, then G, through `fit`;
+  concatenated, then G, through `fit`. It is written with
+  `tf.GradientTape` and has no JAX form, so it runs on TensorFlow only;
 
 beside keras_tpugan's `GAN` in float32 (with and without XLA) and
 mixed_bfloat16, with the default alternating update and with
 `update="simultaneous"` (the tutorial's step), and with
-`steps_per_execution=8`, on one device. Every mode is
+`steps_per_execution=8`, on one device (with and without XLA on
+TensorFlow; JAX always compiles, so its modes are the XLA ones). Every
+mode is
 built and compiled first; then rounds go through the modes in turn
 (interleaved, so a slow spell of a shared machine hits them all), each
 timing `steps` steps on one cached batch; a mode's figure is its best round.
-The peers are TensorFlow programs: run on the TensorFlow backend.
 
 Used by `keras-tpugan bench --peers` and `benchmarks/peers.py`.
 """
 
+import itertools
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from keras_tpugan import bench, distribute, models, reports
 from keras_tpugan.config import TrainConfig
-from keras_tpugan.prepared_run import prepare
 
 LATENT_DIM = 128
 WIDTH = 128
@@ -43,6 +49,14 @@ MODES = (
     ("keras-io + XLA", "keras-io", "float32", True, 1, None),
     ("keras_tpugan float32", "keras_tpugan", "float32", False, 1, "alternating"),
     ("keras_tpugan float32 + XLA", "keras_tpugan", "float32", True, 1, "alternating"),
+    (
+        "keras_tpugan float32, 8 steps/execution",
+        "keras_tpugan",
+        "float32",
+        False,
+        8,
+        "alternating",
+    ),
     (
         "keras_tpugan float32 + XLA, 8 steps/execution",
         "keras_tpugan",
@@ -58,6 +72,22 @@ MODES = (
         True,
         1,
         "alternating",
+    ),
+    (
+        "keras_tpugan simultaneous float32",
+        "keras_tpugan",
+        "float32",
+        False,
+        1,
+        "simultaneous",
+    ),
+    (
+        "keras_tpugan simultaneous float32, 8 steps/execution",
+        "keras_tpugan",
+        "float32",
+        False,
+        8,
+        "simultaneous",
     ),
     (
         "keras_tpugan simultaneous float32 + XLA",
@@ -77,6 +107,23 @@ MODES = (
     ),
 )
 PEERS = ("tutorial", "keras-io")
+
+
+def backend_modes():
+    """The names of `MODES` that run on the current backend.
+
+    Returns:
+        A list: every mode on TensorFlow; on JAX, the compiled modes less the
+        keras-io pattern (a `tf.GradientTape` program).
+
+    Example:
+
+    >>> "keras-io" in backend_modes()  # on TensorFlow
+    True
+    """
+    if keras.backend.backend() != "jax":
+        return [m[0] for m in MODES]
+    return [m[0] for m in MODES if m[3] and m[1] != "keras-io"]
 
 
 def _networks(norm, width):
@@ -123,6 +170,75 @@ class _TutorialLoop:
         for _ in range(steps):
             losses = self.step(next(iterator))
         float(losses[0])  # wait for the last step
+
+
+class _JaxLoop:
+    """The tutorial's joint step on JAX, as one writes a JAX training loop."""
+
+    def __init__(self, norm, width, batch):
+        import jax
+
+        self.generator, self.discriminator = _networks(norm, width)
+        self.g_opt, self.d_opt = _adam(), _adam()
+        self.g_opt.build(self.generator.trainable_variables)
+        self.d_opt.build(self.discriminator.trainable_variables)
+        self.batch = batch
+        self.state = tuple(
+            [v.value for v in variables]
+            for variables in (
+                self.generator.trainable_variables,
+                self.generator.non_trainable_variables,
+                self.discriminator.trainable_variables,
+                self.discriminator.non_trainable_variables,
+                self.g_opt.variables,
+                self.d_opt.variables,
+            )
+        )
+        self.key = jax.random.key(0)
+        self.step = jax.jit(self._step, donate_argnums=(0,))
+
+    def _step(self, state, key, images):
+        import jax
+
+        g_vars, g_state, d_vars, d_state, g_opt, d_opt = state
+        key, sub = jax.random.split(key)
+        noise = jax.random.normal(sub, (self.batch, LATENT_DIM))
+
+        def losses(g_vars, d_vars):
+            fake, new_g = self.generator.stateless_call(
+                g_vars, g_state, noise, training=True
+            )
+            real_logits, new_d = self.discriminator.stateless_call(
+                d_vars, d_state, images, training=True
+            )
+            fake_logits, new_d = self.discriminator.stateless_call(
+                d_vars, new_d, fake, training=True
+            )
+            g_loss = _bce_ops(ops.ones_like(fake_logits), fake_logits)
+            d_loss = _bce_ops(ops.ones_like(real_logits), real_logits) + _bce_ops(
+                ops.zeros_like(fake_logits), fake_logits
+            )
+            return (d_loss, g_loss), (new_g, new_d)
+
+        (d_loss, g_loss), backward, (g_state, d_state) = jax.vjp(
+            losses, g_vars, d_vars, has_aux=True
+        )
+        _, d_grads = backward((ops.ones_like(d_loss), ops.zeros_like(g_loss)))
+        g_grads, _ = backward((ops.zeros_like(d_loss), ops.ones_like(g_loss)))
+        g_vars, g_opt = self.g_opt.stateless_apply(g_opt, g_grads, g_vars)
+        d_vars, d_opt = self.d_opt.stateless_apply(d_opt, d_grads, d_vars)
+        return (g_vars, g_state, d_vars, d_state, g_opt, d_opt), key, d_loss
+
+    def run(self, iterator, steps):
+        for _ in range(steps):
+            self.state, self.key, d_loss = self.step(
+                self.state, self.key, next(iterator)
+            )
+        float(d_loss)  # wait for the last step
+
+
+def _bce_ops(labels, logits):
+    return ops.mean(ops.binary_crossentropy(labels, logits, from_logits=True))
 
 
 class _KerasIOGAN(keras.Model):
@@ -179,7 +295,11 @@ def _build(kind, policy, xla, spe, update, batch, images, norm, width):
     """A warmed-up runner of one mode (traced and compiled)."""
     keras.config.set_dtype_policy(policy)
     dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
-    if kind == "tutorial":
+    iterator = iter(dataset)
+    if kind == "tutorial" and keras.backend.backend() == "jax":
+        runner = _JaxLoop(norm, width, batch)
+        iterator = itertools.repeat(ops.convert_to_tensor(images.numpy()))
+    elif kind == "tutorial":
         runner = _TutorialLoop(norm, width, xla, batch)
     elif kind == "keras-io":
         model = _KerasIOGAN(norm, width)
@@ -194,20 +314,10 @@ def _build(kind, policy, xla, spe, update, batch, images, norm, width):
             latent_dim=LATENT_DIM,
             norm=norm,
             update=update,
+            steps_per_execution=spe,
         )
         one_device = distribute.get_strategy("auto", num_replicas=1)
-        run = prepare(config, one_device, data=images.numpy())
-        gan = run.build_gan()
-        if spe > 1:
-            with run.strategy.scope():
-                gan.compile(
-                    generator_optimizer=_adam(),
-                    discriminator_optimizer=_adam(),
-                    jit_compile=xla,
-                    steps_per_execution=spe,
-                )
-        runner = _FitRunner(gan, run.dataset.take(1).cache().repeat())
-    iterator = iter(dataset)
+        runner = _FitRunner(*bench.gan_on_one_batch(config, one_device))
     for _ in range(2):  # trace and compile
         runner.run(iterator, max(2, spe))
     keras.config.set_dtype_policy("float32")
@@ -233,9 +343,9 @@ def peers_table(
         rounds: Interleaved rounds; each mode's figure is its best.
         norm: The generator's normalization, the same in every mode.
         width: The networks' width (`models.dcgan_generator`'s).
-        modes: Names from `MODES` to run (default: all).
+        modes: Names from `MODES` to run (default: all of `backend_modes()`).
         csv_path: If set, also write the rows there as CSV.
-        printer: Called with each line of output.
+        printer: Called with each line of output (None: print nothing).
 
     Returns:
         The rows: dicts with mode, batch_size, images_per_sec and the ratios
@@ -247,19 +357,15 @@ def peers_table(
     rows = peers_table(batch_sizes=(16,), rounds=1, modes=["keras-io"])
     ```
     """
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            "Expected the TensorFlow backend: the peers (the TF tutorial loop "
-            "and the keras-io train_step) are TensorFlow programs. Received: "
-            f"KERAS_BACKEND={keras.backend.backend()}. Run with "
-            "KERAS_BACKEND=tensorflow."
-        )
-    known = [m[0] for m in MODES]
-    chosen = [m for m in MODES if modes is None or m[0] in modes]
+    printer = printer or (lambda line: None)
+    known = backend_modes()
     if modes is not None and (unknown := sorted(set(modes) - set(known))):
         raise ValueError(
-            f"Expected modes among {known}. Received: unknown modes {unknown}."
+            f"Expected modes among {known} on the {keras.backend.backend()} "
+            f"backend. Received: unknown modes {unknown}. The keras-io "
+            "pattern and the modes without XLA run on TensorFlow only."
         )
+    chosen = [m for m in MODES if m[0] in (known if modes is None else modes)]
     printer(f"device: {bench._device_and_versions()}, Keras {keras.__version__}")
     rows = []
     for batch in batch_sizes:

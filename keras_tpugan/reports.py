@@ -340,3 +340,21 @@ def peers_table(rows):
         ("vs_best_keras_io", "vs best keras-io", ".2f"),
     ]
     return ["", *markdown_table(rows, columns)]
+
+
+def profile_table(rows):
+    """Returns `step_profile.profile_modes`'s rows as Markdown table lines.
+
+    One line per mode and batch: wall time and kernel time per step, the
+    share of the kernel time in convolutions and matrix products, and the
+    op types that took the most.
+    """
+    columns = [
+        ("batch_size", "batch", "d"),
+        ("mode", "mode", "s"),
+        ("wall_ms", "wall ms/step", ".1f"),
+        ("kernel_ms", "kernel ms/step (all threads)", ".1f"),
+        ("matrix_share", "conv + matmul share", ".2f"),
+        ("top_ops", "top op types (ms/step)", "s"),
+    ]
+    return ["", *markdown_table(rows, columns)]

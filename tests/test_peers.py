@@ -3,9 +3,10 @@ import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
-from keras_tpugan import peers
+from keras_tpugan import cli, peers, reports, step_profile
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "peers.py")
 THREE = ["tutorial + XLA", "keras-io", "keras_tpugan float32 + XLA, 8 steps/execution"]
@@ -47,15 +48,51 @@ def test_bench_peers_from_the_script_writes_the_csv(tmp_path):
     assert "vs best keras-io" in result.stdout
     with open(out) as f:
         rows = list(csv.DictReader(f))
-    assert [r["mode"] for r in rows] == [m[0] for m in peers.MODES]
+    assert [r["mode"] for r in rows] == peers.backend_modes()
 
 
-def test_bench_peers_on_jax_is_one_clear_line():
-    result = subprocess.run(
-        [sys.executable, SCRIPT, "--backend", "jax", "--batch-sizes", "8"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+@pytest.mark.both_backends
+def test_peers_on_the_backend_in_use_times_the_tutorial_step_and_gan():
+    modes = ["tutorial + XLA", "keras_tpugan simultaneous float32 + XLA"]
+    rows = peers.peers_table(
+        batch_sizes=(8,), steps=4, rounds=1, width=8, modes=modes, printer=None
     )
-    assert result.returncode == 2
-    assert "Expected the TensorFlow backend" in result.stderr
+    assert [r["mode"] for r in rows] == modes
+    assert all(r["images_per_sec"] > 0 for r in rows)
+    assert rows[0]["vs_best_tutorial"] == 1.0
+
+
+@pytest.mark.both_backends
+def test_backend_modes_leave_the_tensorflow_programs_out_on_jax():
+    names = peers.backend_modes()
+    if keras.backend.backend() == "jax":
+        assert "keras-io" not in names and "keras-io + XLA" not in names
+        assert "keras_tpugan float32" not in names  # no XLA: TF only
+        assert "tutorial + XLA" in names
+        with pytest.raises(ValueError, match=r"unknown modes \['keras-io'\]"):
+            peers.peers_table(batch_sizes=(8,), modes=["keras-io"], printer=None)
+    else:
+        assert names == [m[0] for m in peers.MODES]
+
+
+@pytest.mark.both_backends
+def test_profile_lists_kernel_time_by_op_type_with_convolutions_on_top():
+    rows = step_profile.profile_modes(
+        batch_sizes=(8,), modes=["tutorial + XLA"], steps=2, width=8, printer=None
+    )
+    (row,) = rows
+    assert row["mode"] == "tutorial + XLA" and row["batch_size"] == 8
+    assert row["wall_ms"] > 0 and row["kernel_ms"] > 0
+    assert 0 < row["matrix_share"] <= 1
+    ops = [part.rsplit(" ", 1) for part in row["top_ops"].split("; ")]
+    assert len(ops) == 5 and all(float(ms) >= 0 for _, ms in ops)
+    lines = reports.profile_table(rows)
+    assert "| 8 | tutorial + XLA |" in "\n".join(lines)
+
+
+def test_profile_refuses_unknown_modes_and_needs_peers_on_the_command_line():
+    with pytest.raises(ValueError, match=r"unknown modes \['nope'\]"):
+        step_profile.profile_modes(modes=["nope"], printer=None)
+    with pytest.raises(ValueError, match="Expected steps >= 1"):
+        step_profile.profile_modes(modes=["keras-io"], steps=0, printer=None)
+    assert cli.main(["bench", "--profile"]) == 2
