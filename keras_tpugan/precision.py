@@ -102,9 +102,10 @@ def _accelerator(strategy):
 
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return "tpu", None
-    if strategy is not None:
+    try:
         names = list(strategy.extended.worker_devices)
-    else:
+    except (AttributeError, RuntimeError):  # None, or the default strategy,
+        # which has no device list: the devices TensorFlow sees
         names = [d.name for d in tf.config.list_logical_devices()]
     if any("TPU:" in n for n in names):
         return "tpu", None

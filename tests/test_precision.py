@@ -43,8 +43,11 @@ def test_auto_picks_bfloat16_only_where_it_is_native(
     assert keras.mixed_precision.global_policy().name == expected
 
 
-def test_auto_on_this_machine_follows_its_devices():
-    policy, reason = precision.resolve()
+@pytest.mark.parametrize("one_device", [False, True])
+def test_auto_on_this_machine_follows_its_devices(one_device):
+    # One device is TensorFlow's default strategy, which lists no devices.
+    strategy = distribute.get_strategy("auto", num_replicas=1) if one_device else None
+    policy, reason = precision.resolve(strategy)
     accelerators = tf.config.list_logical_devices(
         "TPU"
     ) + tf.config.list_logical_devices("GPU")
