@@ -55,6 +55,11 @@ EXAMPLES = {
   keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
   keras-tpugan bench --peers --csv peers.csv
 """,
+    "launch": """examples:
+  keras-tpugan launch --processes 2 -- train --preset smoke --out runs/two
+  keras-tpugan launch --processes 2 -- train --backend jax --preset smoke --out runs/j
+  keras-tpugan launch --processes 2 -- python my_script.py
+""",
 }
 
 
@@ -281,7 +286,33 @@ def _parser():
     bench.add_argument("--width", type=int, default=128)
     bench.add_argument("--latent-dim", type=int, default=128)
     bench.add_argument("--csv", default=None, help="also save the table as CSV")
+    _add_launch(command)
     return parser
+
+
+def _add_launch(command):
+    launch = command(
+        "launch",
+        "run a command as N processes of one cluster on this host",
+        "Start N processes of a keras-tpugan command (or any program) with the "
+        "cluster environment both backends read (TF_CONFIG; "
+        "KERAS_DISTRIBUTION_*), stream their output prefixed by rank, and fail "
+        "when any process fails, naming it.",
+    )
+    launch.add_argument("--processes", type=int, required=True)
+    launch.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=60.0,
+        help="after a process fails, how long the others may take to end "
+        "before they are killed (default 60)",
+    )
+    launch.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="do not pin each process to an equal share of the cores",
+    )
+    launch.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND ...")
 
 
 def main(argv=None):
@@ -460,12 +491,25 @@ def _peers(args):
     return 0
 
 
+def _launch(args):
+    from keras_tpugan import launcher
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return launcher.launch(
+        command,
+        args.processes,
+        grace_seconds=args.grace_seconds,
+        pin_cores=not args.no_pin,
+    )
+
+
 _COMMANDS = {
     "train": _train,
     "sweep": _sweep,
     "tune": _tune,
     "sample": _sample,
     "bench": _bench,
+    "launch": _launch,
 }
 
 

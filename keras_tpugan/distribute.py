@@ -8,6 +8,7 @@ the backend Keras runs on, and both are used the same way:
 """
 
 import contextlib
+import json
 import logging
 import os
 
@@ -35,8 +36,13 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     replicas.
 
     Args:
-        kind: `"auto"` picks a TPU when one is reachable, else every local
-            GPU (`MirroredStrategy`), else the CPU. `"tpu"`, `"gpu"`,
+        kind: `"auto"` picks the multi-process strategy when the
+            environment describes a cluster of several processes
+            (`cluster_processes() > 1`: `TF_CONFIG` on TensorFlow, the
+            `KERAS_DISTRIBUTION_*` variables on JAX, as
+            `keras-tpugan launch` sets them), else a TPU when one is
+            reachable, else every local GPU (`MirroredStrategy`), else the
+            CPU. `"tpu"`, `"gpu"`,
             `"cpu"` and `"multiworker"` (`MultiWorkerMirroredStrategy`,
             configured by the `TF_CONFIG` environment variable) ask for one
             explicitly and fail if it is not there.
@@ -63,6 +69,8 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
         raise ValueError(
             f"Expected `kind` to be one of {KINDS}. Received: kind={kind!r}."
         )
+    if kind == "auto" and cluster_processes() > 1:
+        kind = "multiworker"
     if keras.backend.backend() == "jax":
         return _jax_distribution(kind, num_replicas)
     if kind in ("auto", "tpu"):
@@ -70,9 +78,13 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
         if strategy is not None:
             return strategy
     if kind == "multiworker":
+        if "TF_CONFIG" not in os.environ and _slurm_tasks() > 1:
+            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver()
+            return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
         if "TF_CONFIG" not in os.environ:
             logger.warning(
-                "kind='multiworker' without TF_CONFIG runs as a single worker."
+                "kind='multiworker' without TF_CONFIG or a Slurm job of several "
+                "tasks runs as a single worker."
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     if kind in ("auto", "gpu"):
@@ -96,6 +108,74 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     return tf.distribute.MirroredStrategy(
         devices, cross_device_ops=tf.distribute.ReductionToOneDevice()
     )
+
+
+def cluster_processes():
+    """How many processes the environment says the run has (1 if it says none).
+
+    TensorFlow reads `TF_CONFIG` (its cluster's tasks, evaluators left out);
+    JAX, through `keras.distribution.initialize()`,
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` or the addresses in
+    `KERAS_DISTRIBUTION_JOB_ADDRESSES`. Without those, a Slurm job's
+    `SLURM_NTASKS` (TensorFlow's `SlurmClusterResolver` and
+    `jax.distributed.initialize()` read the rest of the job themselves).
+
+    Returns:
+        An int.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.cluster_processes()  # no cluster variables set
+    1
+    """
+    if keras.backend.backend() == "jax":
+        count = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+        if count:
+            return int(count)
+        addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES", "")
+        if addresses:
+            return len([a for a in addresses.split(",") if a])
+        return _slurm_tasks()
+    if "TF_CONFIG" not in os.environ:
+        return _slurm_tasks()
+    try:
+        cluster = json.loads(os.environ["TF_CONFIG"]).get("cluster", {})
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            'Expected TF_CONFIG to be JSON such as {"cluster": {"worker": '
+            '["host1:port", "host2:port"]}, "task": {"type": "worker", '
+            f'"index": 0}}}}. Received: TF_CONFIG={os.environ["TF_CONFIG"]!r} '
+            f"({e})."
+        ) from e
+    return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
+
+
+def _slurm_tasks():
+    if "SLURM_JOB_ID" not in os.environ:
+        return 1
+    return int(os.environ.get("SLURM_NTASKS", "1"))
+
+
+def process_count(strategy=None):
+    """How many processes train together under `strategy`.
+
+    Args:
+        strategy: The strategy (default: the current one). On JAX, the
+            processes of `jax.distributed` (1 when it was not started).
+
+    Returns:
+        An int: 1 unless several processes share the run.
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_count()
+    strategy = strategy or tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+    return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
 
 
 def _one_device(device, default):

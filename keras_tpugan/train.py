@@ -25,8 +25,10 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
 
     Writes `config.json`, `samples/epoch_*.png` and `samples/samples.gif`,
     `history.csv`, `loss_curves.png`, `generator.keras` (the EMA generator
-    when there is one) and `summary.json` (data source, replicas, precision,
-    XLA, batch, images/s, wall time, final losses and quality metrics). For
+    when there is one) and `summary.json` (data source, processes, replicas
+    over all processes, precision, XLA, batch, images/s, wall time, final
+    losses and quality metrics); in a multi-process run only the chief
+    writes them, and every process returns the summary. For
     28x28x1 data it scores FCD, classifier score and KID every
     `quality_every` epochs; a `DivergenceGuard` stops a diverging run.
 
@@ -54,9 +56,11 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     started = time.perf_counter()
     run = prepare(config, strategy)
     info, strategy = run.info, run.strategy
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-        json.dump(config.to_dict(), f, indent=2)
+    chief = distribute.is_chief(strategy)  # only the chief writes files
+    if chief:
+        os.makedirs(workdir, exist_ok=True)
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            json.dump(config.to_dict(), f, indent=2)
     gan = run.build_gan()
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
@@ -92,7 +96,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         ],
     )
     train_seconds = time.perf_counter() - fit_started
-    if distribute.is_chief(strategy):
+    if chief:
         generator = gan.ema_generator or gan.generator
         generator.save(os.path.join(workdir, "generator.keras"))
     summary = {
@@ -102,7 +106,8 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "validation_split": config.validation_split if run.validation else None,
         "strategy": distribute.strategy_name(strategy),
         "backend": keras.backend.backend(),
-        "replicas": run.replicas,
+        "processes": distribute.process_count(strategy),
+        "replicas": run.replicas,  # over all processes
         # The policy in force ("auto" resolved) and the setting asked for.
         "precision": keras.mixed_precision.global_policy().name,
         "precision_setting": config.precision,
@@ -123,8 +128,9 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "final": {k: float(v[-1]) for k, v in history.history.items()},
         **_time_to_target(config, scoring),
     }
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    if chief:
+        with open(os.path.join(workdir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
     return summary
 
 
