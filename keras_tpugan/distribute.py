@@ -8,11 +8,13 @@ the backend Keras runs on, and both are used the same way:
 """
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -176,6 +178,56 @@ def process_count(strategy=None):
         return 1
     cluster = strategy.cluster_resolver.cluster_spec().as_dict()
     return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
+
+
+def check_same_settings(settings, strategy=None):
+    """Refuses a multi-process run whose processes were given different settings.
+
+    Each process hashes its settings and the hashes are gathered from every
+    process on the backend's own collectives (`strategy.gather`;
+    `multihost_utils.process_allgather` on JAX); they must all agree. A run
+    of one process returns at once.
+
+    Args:
+        settings: A JSON-serializable dict (a `TrainConfig.to_dict()`).
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        None.
+
+    Raises:
+        ValueError: When the processes' settings differ.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.check_same_settings({"batch_size": 64})  # one process
+    """
+    if process_count(strategy) == 1:
+        return
+    text = json.dumps(settings, sort_keys=True, default=str)
+    digest = int(hashlib.sha256(text.encode()).hexdigest()[:7], 16)  # < 2**31
+    low, high = _min_max_over_processes(digest, strategy)
+    if low != high:
+        raise ValueError(
+            "Expected every process of the run to have the same settings. "
+            f"Received: different settings on different processes (this "
+            f"process's settings hash to {digest:07x}; others differ). Start "
+            "every process with the same command and preset (batch size, seed, "
+            "...); only the cluster variables may differ."
+        )
+
+
+def _min_max_over_processes(value, strategy):
+    if keras.backend.backend() == "jax":
+        from jax.experimental import multihost_utils
+
+        values = multihost_utils.process_allgather(np.array([value], "int32"))
+        return int(np.min(values)), int(np.max(values))
+    strategy = strategy or tf.distribute.get_strategy()
+    local = strategy.run(lambda: tf.constant([value], tf.int32))
+    values = strategy.gather(local, axis=0).numpy()  # one per replica
+    return int(values.min()), int(values.max())
 
 
 def _one_device(device, default):

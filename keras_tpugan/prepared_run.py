@@ -105,6 +105,7 @@ def prepare(config, strategy=None, data=None):
         )
     keras.utils.set_random_seed(config.seed)
     strategy = strategy or distribute.get_strategy(config.strategy)
+    distribute.check_same_settings(config.to_dict(), strategy)
     precision.configure(config.precision, strategy)
     distribute.check_global_batch(config.batch_size, strategy)
     dataset, info = data_lib.load_images(
