@@ -132,7 +132,10 @@ def test_two_processes_train_and_only_the_chief_writes(tmp_path, monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     out = tmp_path / "two"
     lines = []
+    # The demo's batch-norm generator: synchronized over processes on TF,
+    # where jit_compile="auto" must turn XLA off as under MirroredStrategy.
     command = ["train", "--preset", "smoke", "--set", "quality_every=0"]
+    command += ["--set", "norm=batch", "--set", "jit_compile=auto"]
     status = launcher.launch(
         [*command, "--out", str(out)], 2, grace_seconds=30, printer=lines.append
     )
@@ -141,6 +144,7 @@ def test_two_processes_train_and_only_the_chief_writes(tmp_path, monkeypatch):
     assert summary["processes"] == 2
     assert summary["replicas"] == 2
     assert summary["batch_size"] == 64
+    assert summary["xla"] is (distribute.keras.backend.backend() == "jax")
     assert (out / "generator.keras").exists()
     ranks = {line.split("]", 1)[0] for line in lines if line.startswith("[rank")}
     assert ranks == {"[rank 0", "[rank 1"}

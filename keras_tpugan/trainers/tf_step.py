@@ -326,17 +326,16 @@ class TensorFlowGANStep(GANStep):
 
     def _resolve_jit_compile(self, jit_compile):
         strategy = self.distribute_strategy
-        conflict = (
-            isinstance(strategy, tf.distribute.MirroredStrategy)
-            and strategy.num_replicas_in_sync > 1
-            and _has_synchronized_batchnorm(self.generator, self.discriminator)
+        conflict = _mirrors(strategy) and _has_synchronized_batchnorm(
+            self.generator, self.discriminator
         )
         if not conflict:
             return jit_compile is not False
         if jit_compile is True:
             raise ValueError(
                 "`jit_compile=True` cannot compile synchronized "
-                "BatchNormalization under a multi-replica MirroredStrategy: its "
+                "BatchNormalization under a multi-replica MirroredStrategy or "
+                "MultiWorkerMirroredStrategy: its "
                 "cross-replica mean would run inside the per-replica XLA "
                 "function. Use models with norm='layer' (the default), "
                 "jit_compile='auto' (turns XLA off here), or a TPU."
@@ -345,16 +344,26 @@ class TensorFlowGANStep(GANStep):
 
     def _check_steps_per_execution(self, steps_per_execution):
         strategy = self.distribute_strategy
-        if (
-            steps_per_execution != 1
-            and isinstance(strategy, tf.distribute.MirroredStrategy)
-            and strategy.num_replicas_in_sync > 1
-        ):
+        if steps_per_execution != 1 and _mirrors(strategy):
             raise ValueError(
                 "Expected steps_per_execution=1 under a multi-replica "
                 "MirroredStrategy (Keras 3 fails there with more). Received: "
                 f"steps_per_execution={steps_per_execution}. Use 1, or a TPU."
             )
+
+
+def _mirrors(strategy):
+    """A multi-replica MirroredStrategy or MultiWorkerMirroredStrategy.
+
+    (The second is not a subclass of the first.)
+    """
+    return (
+        isinstance(
+            strategy,
+            (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy),
+        )
+        and strategy.num_replicas_in_sync > 1
+    )
 
 
 def _dense(grads):
