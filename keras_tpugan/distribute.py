@@ -150,6 +150,11 @@ def cluster_processes():
             f'"index": 0}}}}. Received: TF_CONFIG={os.environ["TF_CONFIG"]!r} '
             f"({e})."
         ) from e
+    return _training_tasks(cluster)
+
+
+def _training_tasks(cluster):
+    """Tasks of a cluster dict that train (evaluators do not), at least 1."""
     return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
 
 
@@ -176,8 +181,7 @@ def process_count(strategy=None):
     strategy = strategy or tf.distribute.get_strategy()
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 1
-    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
-    return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
+    return _training_tasks(strategy.cluster_resolver.cluster_spec().as_dict())
 
 
 def check_same_settings(settings, strategy=None):

@@ -172,6 +172,35 @@ class _TutorialLoop:
         float(losses[0])  # wait for the last step
 
 
+def chosen_modes(modes=None):
+    """The `MODES` entries named in `modes` (None: all of `backend_modes()`).
+
+    Args:
+        modes: Mode names, or None.
+
+    Returns:
+        A list of `MODES` tuples, in `MODES` order.
+
+    Raises:
+        ValueError: For a name that is not a mode of this backend.
+    """
+    known = backend_modes()
+    if modes is not None and (unknown := sorted(set(modes) - set(known))):
+        raise ValueError(
+            f"Expected modes among {known} on the {keras.backend.backend()} "
+            f"backend. Received: unknown modes {unknown}. The keras-io "
+            "pattern and the modes without XLA run on TensorFlow only."
+        )
+    return [m for m in MODES if m[0] in (known if modes is None else modes)]
+
+
+def noise_batch(batch):
+    """One batch of uniform noise images in [-1, 1], the same for every mode."""
+    return tf.constant(
+        np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)), "float32"
+    )
+
+
 class _JaxLoop:
     """The tutorial's joint step on JAX, as one writes a JAX training loop."""
 
@@ -358,20 +387,11 @@ def peers_table(
     ```
     """
     printer = printer or (lambda line: None)
-    known = backend_modes()
-    if modes is not None and (unknown := sorted(set(modes) - set(known))):
-        raise ValueError(
-            f"Expected modes among {known} on the {keras.backend.backend()} "
-            f"backend. Received: unknown modes {unknown}. The keras-io "
-            "pattern and the modes without XLA run on TensorFlow only."
-        )
-    chosen = [m for m in MODES if m[0] in (known if modes is None else modes)]
+    chosen = chosen_modes(modes)
     printer(f"device: {bench._device_and_versions()}, Keras {keras.__version__}")
     rows = []
     for batch in batch_sizes:
-        images = tf.constant(
-            np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)), "float32"
-        )
+        images = noise_batch(batch)
         n = steps or max(8, -(-2048 // batch // 8) * 8)
         runners = {
             name: _build(kind, policy, xla, spe, update, batch, images, norm, width)

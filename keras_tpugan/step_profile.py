@@ -20,7 +20,6 @@ import tempfile
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_tpugan import peers
@@ -75,20 +74,12 @@ def profile_modes(
     ```
     """
     printer = printer or (lambda line: None)
-    known = peers.backend_modes()
-    if modes is not None and (unknown := sorted(set(modes) - set(known))):
-        raise ValueError(
-            f"Expected modes among {known} on the {keras.backend.backend()} "
-            f"backend. Received: unknown modes {unknown}."
-        )
+    chosen = peers.chosen_modes(modes)
     if steps < 1:
         raise ValueError(f"Expected steps >= 1. Received: steps={steps}.")
-    chosen = [m for m in peers.MODES if m[0] in (modes or known)]
     rows = []
     for batch in batch_sizes:
-        images = tf.constant(
-            np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)), "float32"
-        )
+        images = peers.noise_batch(batch)
         for name, kind, policy, xla, spe, update in chosen:
             runner, iterator = peers._build(
                 kind, policy, xla, spe, update, batch, images, norm, width

@@ -2,19 +2,14 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 
+from keras_tpugan import launcher
+
 WORKER = os.path.join(os.path.dirname(__file__), "multiworker_worker.py")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def _env(**extra):
@@ -31,7 +26,7 @@ def test_two_workers_match_one_replica(tmp_path):
         check=True,
         timeout=300,
     )
-    cluster = {"worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    cluster = {"worker": [f"localhost:{port}" for port in launcher.free_ports(2)]}
     workers = []
     for index in range(2):
         tf_config = json.dumps(
