@@ -234,6 +234,81 @@ def _min_max_over_processes(value, strategy):
     return int(values.min()), int(values.max())
 
 
+def shard_over_processes(dataset, strategy=None):
+    """Gives each process of a run its own part of every global batch.
+
+    The dataset yields GLOBAL batches, the same in every process (a
+    `load_images` dataset shuffles by seed and epoch alone). Process `p` of
+    `n` keeps rows `p * b / n` to `(p + 1) * b / n` of each batch of `b`, so
+    every example is read by exactly one process per epoch and global step
+    `k` trains on the same examples, in the same order over the replicas,
+    as on one process.
+
+    On TensorFlow, with several processes (MultiWorkerMirroredStrategy),
+    it returns `strategy.distribute_datasets_from_function`, which `fit`
+    takes as it is: the split is stated here, not left to tf.data's
+    auto-sharding (which finds no files to shard in an in-memory dataset
+    and falls back to rewriting the pipeline). On JAX, Keras's
+    `DataParallel.distribute_dataset` makes the same split (`rebatch` to
+    the process's batch, then `shard` by process), and `fit` calls it
+    itself: the JAX dataset is returned as it is. With one process, the
+    dataset is returned as it is.
+
+    Args:
+        dataset: A `tf.data.Dataset` of global batches of a fixed size
+            (`drop_remainder=True`), of images or `(images, labels)`.
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        A `tf.distribute.DistributedDataset` for several TensorFlow
+        processes, else `dataset`.
+
+    Raises:
+        ValueError: When the batch size is not fixed, or does not split
+            over the processes and their replicas.
+
+    Example:
+
+    ```python
+    ds = ktg.data.load_images("mnist", source="offline", batch_size=64)
+    ds = ktg.distribute.shard_over_processes(ds, strategy)
+    ```
+    """
+    if keras.backend.backend() == "jax" or process_count(strategy) == 1:
+        return dataset
+    strategy = strategy or tf.distribute.get_strategy()
+    batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
+    processes = process_count(strategy)
+    if batch is None:
+        raise ValueError(
+            "Expected a dataset of fixed-size global batches to split over "
+            f"{processes} processes. Received: batches of unknown size. Batch "
+            "it with `drop_remainder=True`."
+        )
+    check_global_batch(batch, strategy)
+    if batch % processes:
+        raise ValueError(
+            f"Expected a global batch size divisible by the {processes} "
+            f"processes. Received: global batch size {batch}. Use a multiple of "
+            f"{processes}."
+        )
+
+    def process_part(context):
+        size = batch // context.num_input_pipelines
+        start = context.input_pipeline_id * size
+
+        def rows(*element):
+            part = tf.nest.map_structure(lambda t: t[start : start + size], element)
+            return part if len(part) > 1 else part[0]
+
+        # The process's rows, in per-replica batches for its local replicas.
+        part = dataset.map(rows)
+        per_replica = context.get_per_replica_batch_size(batch)
+        return part.rebatch(per_replica) if per_replica != size else part
+
+    return strategy.distribute_datasets_from_function(process_part)
+
+
 def _one_device(device, default):
     """The default strategy when `device` is where TensorFlow puts ops anyway.
 
@@ -266,6 +341,8 @@ def strategy_name(strategy):
     >>> ktg.distribute.strategy_name(ktg.distribute.get_strategy("cpu"))
     'DefaultStrategy'
     """
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "MultiWorkerMirroredStrategy"  # its class is named for its ops
     name = type(strategy).__name__
     return "DefaultStrategy" if name == "_DefaultDistributionStrategy" else name
 

@@ -326,6 +326,7 @@ class GAN(BackendGANStep, keras.Model):
         self._check_fit_input(x, y, batch_size)
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
+            x = distribute.shard_over_processes(x, self.strategy)
         epochs_begun = _DataEpoch()
         kwargs["callbacks"] = _ordered_callbacks(kwargs.get("callbacks"), epochs_begun)
         validation = kwargs.get("validation_data")
@@ -334,6 +335,10 @@ class GAN(BackendGANStep, keras.Model):
                 self._check_first_batch(*validation[:2])
             else:
                 self._check_first_batch(validation, None)
+            if isinstance(validation, tf.data.Dataset):
+                kwargs["validation_data"] = distribute.shard_over_processes(
+                    validation, self.strategy
+                )
         try:
             with self._distribution_scope():
                 history = super().fit(

@@ -126,7 +126,6 @@ def test_cluster_processes_reads_the_backends_cluster_variables(monkeypatch):
             distribute.cluster_processes()
 
 
-@pytest.mark.both_backends
 def test_two_processes_train_and_only_the_chief_writes(tmp_path, monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)  # one JAX device per process
     monkeypatch.delenv("TF_CONFIG", raising=False)
@@ -144,7 +143,8 @@ def test_two_processes_train_and_only_the_chief_writes(tmp_path, monkeypatch):
     assert summary["processes"] == 2
     assert summary["replicas"] == 2
     assert summary["batch_size"] == 64
-    assert summary["xla"] is (distribute.keras.backend.backend() == "jax")
+    assert summary["strategy"] == "MultiWorkerMirroredStrategy"
+    assert summary["xla"] is False
     assert (out / "generator.keras").exists()
     ranks = {line.split("]", 1)[0] for line in lines if line.startswith("[rank")}
     assert ranks == {"[rank 0", "[rank 1"}

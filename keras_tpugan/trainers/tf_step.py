@@ -49,6 +49,25 @@ class TensorFlowGANStep(GANStep):
             images, labels, noise, tf.cast(global_batch, "float32")
         )
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras's TensorFlow trainer builds from the first batch, and when it
+        # is distributed turns it into one tensor with a single
+        # `strategy.reduce` over the whole batch; for `(images, labels)`
+        # MultiWorkerMirroredStrategy's collectives refuse the tuple (a
+        # conditional GAN could not fit on several processes). Only shapes
+        # are needed: take the first local replica's part of each tensor.
+        if iterator is not None and data_batch is None:
+            for _, _, batches in iterator:
+                first = next(batches)
+                data_batch = tf.nest.map_structure(self._first_local_part, first)
+                break
+        super()._maybe_symbolic_build(data_batch=data_batch)
+
+    def _first_local_part(self, value):
+        if isinstance(value, tf.distribute.DistributedValues):
+            return self.strategy.experimental_local_results(value)[0]
+        return value
+
     def _update(self, images, labels, noise, divisor):
         p = self._augment_probability()
         if self.update == "simultaneous":
