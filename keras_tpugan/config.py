@@ -106,6 +106,16 @@ class TrainConfig:
     jit_compile: bool | str = True
     strategy: str = "auto"
     steps_per_execution: int = 1
+    # Several processes (see `distribute.get_strategy`): the all-reduce
+    # across them on TensorFlow ("auto", "ring", "nccl"), its packing in
+    # bytes (0: one pack) and time-out (None: none); how long a process
+    # waits at start for the others, and how long one may go silent
+    # before the others stop with an error naming it.
+    collective: str = "auto"
+    collective_bytes_per_pack: int = 0
+    collective_timeout_seconds: float | None = None
+    start_timeout_seconds: float = 300.0
+    heartbeat_timeout_seconds: float = 30.0
     # Reproducibility: seeds the weights, the latents and the shuffling.
     seed: int = 0
     # Outputs: images per sample grid, and a grid every N epochs.
@@ -122,6 +132,21 @@ class TrainConfig:
     # The FCD whose first reaching gives steps/images/seconds to target.
     target_fcd: float | None = None
 
+    def strategy_options(self):
+        """The keyword arguments of `distribute.get_strategy` this config sets.
+
+        Returns:
+            A dict: `kind` and the collective and time-out settings.
+        """
+        return dict(
+            kind=self.strategy,
+            collective=self.collective,
+            bytes_per_pack=self.collective_bytes_per_pack,
+            collective_timeout_seconds=self.collective_timeout_seconds,
+            start_timeout_seconds=self.start_timeout_seconds,
+            heartbeat_timeout_seconds=self.heartbeat_timeout_seconds,
+        )
+
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
@@ -137,6 +162,7 @@ class TrainConfig:
             "loss": tuple(losses.LOSSES),
             "precision": precision.POLICIES,
             "strategy": distribute.KINDS,
+            "collective": distribute.COLLECTIVES,
             "optimizer": large_batch.OPTIMIZERS,
             "lr_scaling": large_batch.LR_SCALINGS,
             "gradient_penalty": (None, *penalties.PENALTIES),
@@ -174,6 +200,24 @@ class TrainConfig:
             raise ValueError(
                 "Expected jit_compile to be true, false or auto. Received: "
                 f"jit_compile={self.jit_compile!r}."
+            )
+        for name in ("start_timeout_seconds", "heartbeat_timeout_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"Expected {name} > 0. Received: {name}={getattr(self, name)}."
+                )
+        if self.collective_bytes_per_pack < 0:
+            raise ValueError(
+                "Expected collective_bytes_per_pack >= 0 (0: one pack). "
+                f"Received: {self.collective_bytes_per_pack}."
+            )
+        if (
+            self.collective_timeout_seconds is not None
+            and self.collective_timeout_seconds <= 0
+        ):
+            raise ValueError(
+                "Expected collective_timeout_seconds > 0 or None. Received: "
+                f"{self.collective_timeout_seconds}."
             )
         if self.warmup_epochs < 0:
             raise ValueError(

@@ -20,9 +20,21 @@ import tensorflow as tf
 logger = logging.getLogger("keras_tpugan")
 
 KINDS = ("auto", "tpu", "gpu", "cpu", "multiworker")
+# All-reduce implementations across processes (TensorFlow's
+# `tf.distribute.experimental.CommunicationImplementation`).
+COLLECTIVES = ("auto", "ring", "nccl")
 
 
-def get_strategy(kind="auto", tpu=None, num_replicas=None):
+def get_strategy(
+    kind="auto",
+    tpu=None,
+    num_replicas=None,
+    collective="auto",
+    bytes_per_pack=0,
+    collective_timeout_seconds=None,
+    start_timeout_seconds=300,
+    heartbeat_timeout_seconds=30,
+):
     """Returns the strategy to build, compile and fit under, per backend.
 
     On TensorFlow, a `tf.distribute.Strategy`: TPUStrategy,
@@ -55,6 +67,24 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
             `num_replicas` devices (`None`: all of them). Several logical
             CPU devices give a multi-replica strategy on one CPU, which is
             how the tests check replica parity.
+        collective: For several processes on TensorFlow, the all-reduce
+            across them: `"auto"` (TensorFlow picks), `"ring"` (gRPC ring
+            all-reduce, any device) or `"nccl"` (NVIDIA's, GPUs only). On
+            JAX only `"auto"`: XLA chooses the collective itself (over the
+            ICI links within a TPU slice).
+        bytes_per_pack: For several processes on TensorFlow, gradients are
+            packed into all-reduces of about this many bytes (0: one pack;
+            TensorFlow's `CommunicationOptions.bytes_per_pack`). On JAX
+            only 0.
+        collective_timeout_seconds: For several processes on TensorFlow, an
+            all-reduce that has not finished after this long fails (None:
+            no limit). On JAX only None.
+        start_timeout_seconds: For several processes, how long a process
+            waits at start for all the others (an unreachable address
+            fails after this long).
+        heartbeat_timeout_seconds: For several processes, how long a
+            process may go silent before the others declare it lost and
+            stop with an error.
 
     Returns:
         A `tf.distribute.Strategy` (TensorFlow backend) or a
@@ -73,8 +103,19 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
         )
     if kind == "auto" and cluster_processes() > 1:
         kind = "multiworker"
+    cluster = dict(
+        start_timeout_seconds=_positive_seconds(
+            "start_timeout_seconds", start_timeout_seconds
+        ),
+        heartbeat_timeout_seconds=_positive_seconds(
+            "heartbeat_timeout_seconds", heartbeat_timeout_seconds
+        ),
+    )
+    communication = _communication_options(
+        collective, bytes_per_pack, collective_timeout_seconds
+    )
     if keras.backend.backend() == "jax":
-        return _jax_distribution(kind, num_replicas)
+        return _jax_distribution(kind, num_replicas, **cluster)
     if kind in ("auto", "tpu"):
         strategy = _tpu_strategy(tpu, required=kind == "tpu")
         if strategy is not None:
@@ -82,13 +123,14 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     if kind == "multiworker":
         if "TF_CONFIG" not in os.environ and _slurm_tasks() > 1:
             resolver = tf.distribute.cluster_resolver.SlurmClusterResolver()
-            return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-        if "TF_CONFIG" not in os.environ:
-            logger.warning(
-                "kind='multiworker' without TF_CONFIG or a Slurm job of several "
-                "tasks runs as a single worker."
-            )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        else:
+            if "TF_CONFIG" not in os.environ:
+                logger.warning(
+                    "kind='multiworker' without TF_CONFIG or a Slurm job of "
+                    "several tasks runs as a single worker."
+                )
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return _multi_worker_strategy(resolver, communication, **cluster)
     if kind in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if gpus:
@@ -110,6 +152,132 @@ def get_strategy(kind="auto", tpu=None, num_replicas=None):
     return tf.distribute.MirroredStrategy(
         devices, cross_device_ops=tf.distribute.ReductionToOneDevice()
     )
+
+
+def _positive_seconds(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"Expected {name} > 0 (seconds). Received: {name}={value!r}.")
+    return value
+
+
+def _communication_options(collective, bytes_per_pack, timeout_seconds):
+    """TensorFlow's `CommunicationOptions`; refuses what JAX cannot honour."""
+    if collective not in COLLECTIVES:
+        raise ValueError(
+            f"Expected `collective` in {COLLECTIVES}. Received: "
+            f"collective={collective!r}."
+        )
+    if (
+        isinstance(bytes_per_pack, bool)
+        or not isinstance(bytes_per_pack, int)
+        or bytes_per_pack < 0
+    ):
+        raise ValueError(
+            "Expected an integer `bytes_per_pack` >= 0 (0: one pack). "
+            f"Received: bytes_per_pack={bytes_per_pack!r}."
+        )
+    if timeout_seconds is not None:
+        _positive_seconds("collective_timeout_seconds", timeout_seconds)
+    if keras.backend.backend() == "jax":
+        if (collective, bytes_per_pack, timeout_seconds) != ("auto", 0, None):
+            raise ValueError(
+                "Expected collective='auto', bytes_per_pack=0 and "
+                "collective_timeout_seconds=None on JAX, where XLA places and "
+                "packs the all-reduce itself. Received: "
+                f"collective={collective!r}, bytes_per_pack={bytes_per_pack}, "
+                f"collective_timeout_seconds={timeout_seconds}. Use the "
+                "TensorFlow backend to choose them."
+            )
+        return None
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=bytes_per_pack,
+        timeout_seconds=timeout_seconds,
+        implementation={
+            "auto": implementation.AUTO,
+            "ring": implementation.RING,
+            "nccl": implementation.NCCL,
+        }[collective],
+    )
+
+
+def _multi_worker_strategy(
+    resolver, communication, start_timeout_seconds, heartbeat_timeout_seconds
+):
+    """A MultiWorkerMirroredStrategy that waits a bounded time for its peers.
+
+    The strategy's first all-reduce waits for every worker with no limit
+    by default (a wrong address hangs for ever). The limit is the class
+    attribute `_check_health_initial_timeout` (TensorFlow 2.21, no public
+    API), set for the construction only.
+    """
+    from tensorflow.python.distribute import collective_all_reduce_strategy
+
+    _configure_tf_coordination(
+        resolver, start_timeout_seconds, heartbeat_timeout_seconds
+    )
+    extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
+    default = extended._check_health_initial_timeout
+    extended._check_health_initial_timeout = start_timeout_seconds
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver, communication_options=communication
+        )
+    except (RuntimeError, tf.errors.DeadlineExceededError) as e:
+        # The registration barrier times out first; the first all-reduce's
+        # wait after it.
+        if isinstance(e, RuntimeError) and "Timeout waiting" not in str(e):
+            raise
+        workers = resolver.cluster_spec().as_dict()
+        raise ValueError(
+            f"Expected every process of the cluster {workers} to start within "
+            f"start_timeout_seconds={start_timeout_seconds}. Received: no answer "
+            "from at least one of them. Check that every process was started "
+            "with the same cluster and that the addresses are reachable."
+        ) from e
+    finally:
+        extended._check_health_initial_timeout = default
+
+
+def _configure_tf_coordination(
+    resolver, start_timeout_seconds, heartbeat_timeout_seconds
+):
+    """Bounds how long TensorFlow's processes wait for each other.
+
+    MultiWorkerMirroredStrategy starts TensorFlow's coordination service
+    with no limit on the wait for the other tasks (a wrong address hangs
+    for ever), and no public API sets one. The strategy keeps a service
+    configured before it is made, so this configures it as the strategy
+    would (TensorFlow 2.21's `CollectiveAllReduceExtended`), with the two
+    time-outs.
+    """
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = resolver.cluster_spec()
+    if (
+        not spec.jobs
+        or resolver.task_type not in ("chief", "worker")
+        or context.context().coordination_service is not None
+    ):
+        return
+    spec = multi_worker_util.normalize_cluster_spec(spec)
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(
+                name=job, num_tasks=spec.num_tasks(job)
+            )
+            for job in ("chief", "worker")
+            if job in spec.jobs
+        ],
+        cluster_register_timeout_in_ms=int(start_timeout_seconds * 1000),
+        heartbeat_timeout_in_ms=int(heartbeat_timeout_seconds * 1000),
+    )
+    # Registration waits for every task, so the time-out bounds the start.
+    context.context().coordination_service.cluster_register_with_barrier = True
 
 
 def cluster_processes():
@@ -396,11 +564,13 @@ def split_host_devices(count):
             ) from e
 
 
-def _jax_distribution(kind, num_replicas):
+def _jax_distribution(
+    kind, num_replicas, start_timeout_seconds, heartbeat_timeout_seconds
+):
     import jax
 
     if kind == "multiworker":
-        keras.distribution.initialize()
+        _start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds)
         return keras.distribution.DataParallel(devices=jax.devices())
     platforms = {"auto": None, "tpu": "tpu", "gpu": "gpu", "cpu": "cpu"}
     try:
@@ -414,6 +584,60 @@ def _jax_distribution(kind, num_replicas):
         ) from e
     names = _pick(devices, num_replicas, devices[0].platform.upper())
     return keras.distribution.DataParallel(devices=names)
+
+
+def _start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds):
+    """`jax.distributed.initialize` from Keras's variables, with time-outs.
+
+    `keras.distribution.initialize()` reads the same variables but passes
+    no time-outs: JAX's defaults wait 300 s for the other processes and
+    declare a lost one after 100 s of silence, which a process blocked in
+    JAX's shutdown barrier waits out. Without the variables, JAX detects
+    the cluster itself (Cloud TPU pods, Slurm).
+    """
+    import jax
+
+    if jax.distributed.is_initialized():
+        return
+    addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES") or None
+    count = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    index = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID")
+    coordinator = addresses.split(",")[0] if addresses else None
+    if coordinator and index and int(index) > 0:
+        # JAX's client aborts the process (SIGABRT, no Python error) when the
+        # coordinator never answers: wait for its port here instead.
+        _wait_for_address(coordinator, start_timeout_seconds)
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=int(count) if count else None,
+        process_id=int(index) if index else None,
+        initialization_timeout=int(start_timeout_seconds),
+        heartbeat_timeout_seconds=int(heartbeat_timeout_seconds),
+        shutdown_timeout_seconds=int(heartbeat_timeout_seconds),
+    )
+
+
+def _wait_for_address(address, timeout_seconds):
+    """Waits until something listens at `host:port`; a ValueError after the time-out."""
+    import socket
+    import time
+
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ValueError(
+                    f"Expected the coordinator (process 0) at {address} to "
+                    f"answer within start_timeout_seconds={timeout_seconds}. "
+                    f"Received: {e}. Check KERAS_DISTRIBUTION_JOB_ADDRESSES "
+                    "(its first address is the coordinator's) and that process "
+                    "0 was started."
+                ) from e
+            time.sleep(0.5)
 
 
 def _framework():

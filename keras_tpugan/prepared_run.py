@@ -71,7 +71,7 @@ def prepare(config, strategy=None, data=None):
 
     In this order: `keras.utils.set_random_seed(config.seed)`, the
     config's dtype policy, the strategy (`distribute.get_strategy(
-    config.strategy)` unless given), the check that the global batch splits
+    **config.strategy_options())` unless given), the check that the global batch splits
     over its replicas, the data (`load_images` with the config's dataset,
     source, labels and seed) and the steps per epoch. `train`,
     `GANHyperModel`, `run_sweep` (through `train`) and the benchmark all
@@ -104,7 +104,7 @@ def prepare(config, strategy=None, data=None):
             "TrainConfig.preset(name)."
         )
     keras.utils.set_random_seed(config.seed)
-    strategy = strategy or distribute.get_strategy(config.strategy)
+    strategy = strategy or distribute.get_strategy(**config.strategy_options())
     distribute.check_same_settings(config.to_dict(), strategy)
     precision.configure(config.precision, strategy)
     distribute.check_global_batch(config.batch_size, strategy)

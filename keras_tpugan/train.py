@@ -37,7 +37,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         workdir: Output directory (created if missing).
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default:
-            `distribute.get_strategy(config.strategy)`).
+            `distribute.get_strategy(**config.strategy_options())`).
         verbose: Passed to `fit`.
         extra_callbacks: More callbacks for `fit`.
 

@@ -150,7 +150,9 @@ class GANHyperModel(kt.HyperModel):
                 self._trial_config(
                     self.batch_sizes[0], self.learning_rates[0], {key: value}
                 )
-        self.strategy = strategy or distribute.get_strategy(self.config.strategy)
+        self.strategy = strategy or distribute.get_strategy(
+            **self.config.strategy_options()
+        )
         for batch in self.batch_sizes:
             distribute.check_global_batch(batch, self.strategy)
         self.objective = objective

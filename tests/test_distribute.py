@@ -1,9 +1,12 @@
+import re
+
 import keras
 import pytest
 import tensorflow as tf
 from conftest import BACKEND
 
 from keras_tpugan import distribute
+from keras_tpugan.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 
@@ -80,3 +83,38 @@ def test_scope_of_a_strategy_or_of_none():
 
 def test_chief():
     assert distribute.is_chief(distribute.get_strategy("cpu", num_replicas=2))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(collective="mpi"), "Expected `collective` in ('auto', 'ring', 'nccl')"),
+        (dict(bytes_per_pack=-1), "Expected an integer `bytes_per_pack` >= 0"),
+        (dict(collective_timeout_seconds=0), "Expected collective_timeout_seconds > 0"),
+        (dict(start_timeout_seconds=-5), "Expected start_timeout_seconds > 0"),
+        (dict(heartbeat_timeout_seconds=True), "Expected heartbeat_timeout_seconds"),
+    ],
+)
+def test_bad_collective_and_time_out_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        distribute.get_strategy("cpu", **kwargs)
+
+
+def test_the_collective_is_chosen_on_tensorflow_and_by_xla_on_jax():
+    chosen = dict(collective="ring", bytes_per_pack=1024, collective_timeout_seconds=9)
+    if BACKEND == "jax":
+        with pytest.raises(ValueError, match="where XLA places and packs"):
+            distribute.get_strategy("cpu", **chosen)
+    else:  # taken, and used by a multi-process strategy (test_multiprocess)
+        assert distribute.num_replicas(distribute.get_strategy("cpu", **chosen)) == 4
+    config = TrainConfig.preset("smoke").override(
+        ["collective=ring", "collective_bytes_per_pack=1024", "start_timeout_seconds=7"]
+    )
+    assert config.strategy_options() == dict(
+        kind="auto",
+        collective="ring",
+        bytes_per_pack=1024,
+        collective_timeout_seconds=None,
+        start_timeout_seconds=7.0,
+        heartbeat_timeout_seconds=30.0,
+    )

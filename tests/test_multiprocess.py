@@ -5,8 +5,10 @@ bounded grace periods; the launcher reaps every process it started).
 """
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -16,6 +18,7 @@ import keras_tpugan as ktg
 from keras_tpugan import launcher
 
 pytestmark = pytest.mark.both_backends
+BACKEND = keras.backend.backend()
 
 # Each process records the example ids it is fed for two epochs, through
 # the split `GAN.fit` uses: `shard_over_processes` on TensorFlow, Keras's
@@ -24,7 +27,14 @@ READ_IDS = """
 import json, os
 import numpy as np
 import keras_tpugan as ktg
-strategy = ktg.distribute.get_strategy("auto")
+jax = ktg.distribute.keras.backend.backend() == "jax"
+options = dict(collective="ring", bytes_per_pack=4096, collective_timeout_seconds=90)
+options = {} if jax else options
+strategy = ktg.distribute.get_strategy("auto", **options)
+if not jax:
+    chosen = strategy.extended._communication_options
+    chosen = (chosen.implementation.name, chosen.bytes_per_pack, chosen.timeout_seconds)
+    print("COLLECTIVE", *chosen)
 ids = np.arange(100, dtype="int32")
 ds = ktg.data.load_images(
     (np.zeros((100, 4, 4, 1), "float32"), ids), batch_size=8, labels=True, seed=3
@@ -32,7 +42,7 @@ ds = ktg.data.load_images(
 steps = {}
 for epoch in (0, 1):
     ktg.data.set_epoch(epoch)
-    if ktg.distribute.keras.backend.backend() == "jax":
+    if jax:
         parts = strategy.distribute_dataset(ds)
         steps[epoch] = [np.asarray(b[1]).tolist() for b in parts]
     else:
@@ -74,6 +84,9 @@ def test_each_example_is_read_by_exactly_one_process(tmp_path, one_device_per_pr
             record = json.loads(line.split("] IDS ", 1)[1])
             read[record["rank"]] = record["steps"]
     assert sorted(read) == [0, 1]
+    if BACKEND == "tensorflow":  # the all-reduce the script chose
+        chosen = [line.split("] ", 1)[1] for line in lines if "COLLECTIVE" in line]
+        assert chosen == ["COLLECTIVE RING 4096 90"] * 2
     reference = ktg.data.load_images(
         (np.zeros((100, 4, 4, 1), "float32"), np.arange(100, dtype="int32")),
         batch_size=8,
@@ -139,3 +152,104 @@ def test_two_processes_train_like_one(tmp_path, one_device_per_process):
     generators = [keras.saving.load_model(o / "generator.keras") for o in (one, two)]
     for a, b in zip(generators[0].weights, generators[1].weights, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+WORKER = os.path.join(os.path.dirname(__file__), "multiprocess_worker.py")
+
+
+def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
+    tmp_path, one_device_per_process
+):
+    # Uninterrupted, for reference.
+    status, lines = _launch([WORKER, str(tmp_path / "ref"), str(tmp_path / "b0")])
+    assert status == 0, "\n".join(lines[-30:])
+    # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1, 2). Rank 0
+    # must stop by itself, naming the lost process, well inside the grace
+    # period after which the launcher would kill it.
+    backup = str(tmp_path / "b1")
+    command = [WORKER, str(tmp_path / "run"), backup, "1", "1", "5"]
+    status, lines = _launch(command, grace_seconds=120)
+    ended = time.time()
+    text = "\n".join(lines)
+    assert status == 1
+    killed_at = float(text.split("[rank 1] killed at ", 1)[1].split()[0])
+    assert ended - killed_at <= 60, text[-3000:]
+    assert (
+        lines[-1] == "keras-tpugan launch: failed: rank 1 was killed by SIGKILL first"
+    )
+    assert "rank 0 was killed by the launcher" not in lines[-2]
+    rank0 = "\n".join(line for line in lines if line.startswith("[rank 0]"))
+    lost = "Task 1 heartbeat timeout" if BACKEND == "jax" else "task:1"
+    assert lost in rank0, rank0[-3000:]
+    # Started again with the same backups, it resumes from the end of epoch 0
+    # and ends where the uninterrupted run did.
+    status, lines = _launch([WORKER, str(tmp_path / "run"), backup])
+    assert status == 0, "\n".join(lines[-30:])
+    for rank in (0, 1):
+        epochs = [line for line in lines if line.startswith(f"[rank {rank}] epoch")]
+        assert epochs == [f"[rank {rank}] epoch 1", f"[rank {rank}] epoch 2"]
+    summaries = [
+        json.loads((tmp_path / d / "summary.json").read_text()) for d in ("ref", "run")
+    ]
+    for key in ("d_loss", "g_loss", "d_real", "d_fake"):
+        np.testing.assert_allclose(
+            summaries[1]["final"][key], summaries[0]["final"][key], atol=1e-5
+        )
+    generators = [
+        keras.saving.load_model(tmp_path / d / "generator.keras")
+        for d in ("ref", "run")
+    ]
+    for a, b in zip(generators[0].weights, generators[1].weights, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def _free_address():
+    return f"localhost:{launcher.free_ports(1)[0]}"
+
+
+def test_an_unreachable_process_is_a_one_line_error_in_bounded_time(
+    one_device_per_process, tmp_path
+):
+    # One process of two, the other never started: on TensorFlow the first
+    # worker waits for the second, on JAX the second for the coordinator.
+    env = dict(os.environ)
+    if BACKEND == "jax":
+        env["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = ",".join(
+            [_free_address(), _free_address()]
+        )
+        env["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
+        env["KERAS_DISTRIBUTION_PROCESS_ID"] = "1"
+    else:
+        cluster = {"worker": [_free_address(), _free_address()]}
+        env["TF_CONFIG"] = json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": 0}}
+        )
+    command = [sys.executable, "-m", "keras_tpugan.cli", "train", "--preset", "smoke"]
+    command += ["--set", "start_timeout_seconds=5", "--out", str(tmp_path)]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 60
+    assert done.returncode == 2, done.stderr[-3000:]
+    error = [line for line in done.stderr.splitlines() if "keras-tpugan: error" in line]
+    expected = (
+        "Expected the coordinator" if BACKEND == "jax" else "Expected every process"
+    )
+    assert len(error) == 1 and expected in error[0], done.stderr[-3000:]
+    assert "start_timeout_seconds=5" in error[0]
+
+
+def test_a_batch_that_does_not_split_over_the_processes_is_refused(
+    one_device_per_process, tmp_path
+):
+    status, lines = _launch(
+        ["train", "--preset", "smoke", "--set", "batch_size=63", "--out", str(tmp_path)]
+    )
+    assert status == 1
+    for rank in (0, 1):
+        assert any(
+            line.startswith(
+                f"[rank {rank}] keras-tpugan: error: Expected a global "
+                "batch size divisible by the 2 replica(s)"
+            )
+            for line in lines
+        ), "\n".join(lines[-20:])

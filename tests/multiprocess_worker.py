@@ -1,0 +1,51 @@
+"""A rank of the worker-loss test: `train` with BackupAndRestore, maybe killed.
+
+Run under `keras-tpugan launch` as
+`multiprocess_worker.py OUT BACKUP [KILL_RANK KILL_EPOCH KILL_BATCH]`: every
+process keeps its own backup (`BACKUP/rank_N`); the named rank SIGKILLs
+itself after that batch of that epoch, printing the time first. Every
+process prints the epochs it trains.
+"""
+
+import os
+import signal
+import sys
+import time
+
+import keras
+
+from keras_tpugan import config, train
+
+RANK = int(os.environ["KERAS_TPUGAN_RANK"])
+SETTINGS = [
+    "epochs=3",
+    "batch_size=256",
+    "quality_every=0",
+    "validation_split=none",
+    "sample_every=3",
+]
+
+
+class KillSelf(keras.callbacks.Callback):
+    def __init__(self, rank, epoch, batch):
+        super().__init__()
+        self.rank, self.epoch, self.batch = rank, epoch, batch
+        self.current = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current = epoch
+        print(f"epoch {epoch}", flush=True)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (RANK, self.current, batch) == (self.rank, self.epoch, self.batch):
+            print(f"killed at {time.time():.3f}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+out, backup, *kill = sys.argv[1:]
+callbacks = [
+    keras.callbacks.BackupAndRestore(os.path.join(backup, f"rank_{RANK}")),
+    KillSelf(*map(int, kill or (-1, -1, -1))),
+]
+cfg = config.TrainConfig.preset("smoke").override(SETTINGS)
+train.train(cfg, out, verbose=0, extra_callbacks=callbacks)
