@@ -54,6 +54,7 @@ EXAMPLES = {
   keras-tpugan bench --replicas 1 2 --precisions mixed_bfloat16 --xla on
   keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
   keras-tpugan bench --peers --csv peers.csv
+  keras-tpugan bench --processes 1 2 --precisions float32 --xla on
 """,
     "launch": """examples:
   keras-tpugan launch --processes 2 -- train --preset smoke --out runs/two
@@ -283,8 +284,18 @@ def _parser():
         "(default 16) with the backend's profiler and list kernel time per step "
         "by op type",
     )
-    bench.add_argument("--width", type=int, default=128)
-    bench.add_argument("--latent-dim", type=int, default=128)
+    bench.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="instead: weak scaling over this many processes (for example 1 2) "
+        "on this host, each pinned to the same number of cores, at a fixed "
+        "batch per process (the first --batch-sizes, default 64; one "
+        "--precisions and --xla; width and latent 64 unless given)",
+    )
+    bench.add_argument("--width", type=int, default=None, help="default 128")
+    bench.add_argument("--latent-dim", type=int, default=None, help="default 128")
     bench.add_argument("--csv", default=None, help="also save the table as CSV")
     _add_launch(command)
     return parser
@@ -444,6 +455,8 @@ def _bench(args):
         )
     if args.peers:
         return _peers(args)
+    if args.processes:
+        return _weak_scaling(args)
     kwargs = dict(
         batch_sizes=args.batch_sizes or [64, 128, 256],
         replicas=args.replicas,
@@ -451,14 +464,39 @@ def _bench(args):
         xla=[x == "on" for x in args.xla],
         steps=args.steps or 10,
         repeats=args.repeats,
-        width=args.width,
-        latent_dim=args.latent_dim,
+        width=args.width or 128,
+        latent_dim=args.latent_dim or 128,
         csv_path=args.csv,
     )
     if args.backend and len(args.backend) > 1:
         bench.throughput_across_backends(args.backend, **kwargs)
     else:
         bench.throughput_matrix(**kwargs)
+    if args.csv:
+        print(f"keras-tpugan: wrote {args.csv}")
+    return 0
+
+
+def _weak_scaling(args):
+    from keras_tpugan.scaling import weak_scaling
+
+    for flag, values in (("--precisions", args.precisions), ("--xla", args.xla)):
+        if len(values) != 1:
+            raise ValueError(
+                f"Expected one value of {flag} with --processes. Received: "
+                f"{' '.join(values)}. For example --precisions float32 --xla on."
+            )
+    weak_scaling(
+        processes=args.processes,
+        batch_size=(args.batch_sizes or [64])[0],
+        precision=args.precisions[0],
+        xla=args.xla[0] == "on",
+        steps=args.steps or 20,
+        repeats=args.repeats,
+        width=args.width or 64,
+        latent_dim=args.latent_dim or 64,
+        csv_path=args.csv,
+    )
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0
@@ -471,7 +509,7 @@ def _peers(args):
         rows = step_profile.profile_modes(
             batch_sizes=args.batch_sizes or [16, 128],
             steps=args.steps or 16,
-            width=args.width,
+            width=args.width or 128,
         )
         for line in reports.profile_table(rows):
             print(line)
@@ -483,7 +521,7 @@ def _peers(args):
         batch_sizes=args.batch_sizes or [16, 64, 128, 512],
         steps=args.steps,
         rounds=args.repeats,
-        width=args.width,
+        width=args.width or 128,
         csv_path=args.csv,
     )
     if args.csv:

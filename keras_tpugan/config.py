@@ -108,7 +108,7 @@ class TrainConfig:
     steps_per_execution: int = 1
     # Several processes (see `distribute.get_strategy`): the all-reduce
     # across them on TensorFlow ("auto", "ring", "nccl"), its packing in
-    # bytes (0: one pack) and time-out (None: none); how long a process
+    # bytes (0: TensorFlow decides) and time-out (None: none); how long a process
     # waits at start for the others, and how long one may go silent
     # before the others stop with an error naming it.
     collective: str = "auto"
@@ -208,7 +208,7 @@ class TrainConfig:
                 )
         if self.collective_bytes_per_pack < 0:
             raise ValueError(
-                "Expected collective_bytes_per_pack >= 0 (0: one pack). "
+                "Expected collective_bytes_per_pack >= 0 (0: TensorFlow decides). "
                 f"Received: {self.collective_bytes_per_pack}."
             )
         if (

@@ -73,8 +73,8 @@ def get_strategy(
             JAX only `"auto"`: XLA chooses the collective itself (over the
             ICI links within a TPU slice).
         bytes_per_pack: For several processes on TensorFlow, gradients are
-            packed into all-reduces of about this many bytes (0: one pack;
-            TensorFlow's `CommunicationOptions.bytes_per_pack`). On JAX
+            packed into all-reduces of about this many bytes (0: TensorFlow
+            decides; its `CommunicationOptions.bytes_per_pack`). On JAX
             only 0.
         collective_timeout_seconds: For several processes on TensorFlow, an
             all-reduce that has not finished after this long fails (None:
@@ -173,7 +173,7 @@ def _communication_options(collective, bytes_per_pack, timeout_seconds):
         or bytes_per_pack < 0
     ):
         raise ValueError(
-            "Expected an integer `bytes_per_pack` >= 0 (0: one pack). "
+            "Expected an integer `bytes_per_pack` >= 0 (0: TensorFlow decides). "
             f"Received: bytes_per_pack={bytes_per_pack!r}."
         )
     if timeout_seconds is not None:

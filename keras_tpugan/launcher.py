@@ -82,25 +82,35 @@ def process_env(rank, processes, worker_ports, coordinator_port, base=None):
     return env
 
 
-def core_shares(processes, cores=None):
+def core_shares(processes, cores=None, per_process=None):
     """Splits the cores this process may use into equal shares, one per process.
 
     Args:
         processes: The number of processes.
         cores: The cores to split (default: this process's CPU affinity).
+        per_process: Cores in each share (default: all the cores split
+            evenly). A weak-scaling study holds it fixed over its process
+            counts.
 
     Returns:
         A list of `processes` sets of core ids, or None when there are fewer
         cores than processes (then nothing is pinned).
     """
     cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
-    if len(cores) < processes:
+    share = per_process or len(cores) // max(processes, 1)
+    if share < 1 or len(cores) < processes * share:
         return None
-    share = len(cores) // processes
     return [set(cores[i * share : (i + 1) * share]) for i in range(processes)]
 
 
-def launch(command, processes, grace_seconds=60.0, pin_cores=True, printer=print):
+def launch(
+    command,
+    processes,
+    grace_seconds=60.0,
+    pin_cores=True,
+    printer=print,
+    cores_per_process=None,
+):
     """Runs `command` as `processes` processes of one cluster on this host.
 
     Args:
@@ -115,6 +125,8 @@ def launch(command, processes, grace_seconds=60.0, pin_cores=True, printer=print
             weak-scaling set-up), when there are enough.
         printer: Called with each line: the processes' output, each line
             prefixed with `[rank N]`, then the launcher's summary.
+        cores_per_process: With `pin_cores`, the cores of each share
+            (default: all the cores split evenly).
 
     Returns:
         The exit status: 0 when every process exited 0, else 1.
@@ -139,7 +151,9 @@ def launch(command, processes, grace_seconds=60.0, pin_cores=True, printer=print
         )
     argv = _argv(command)
     *worker_ports, coordinator_port = free_ports(processes + 1)
-    shares = core_shares(processes) if pin_cores else None
+    shares = None
+    if pin_cores:
+        shares = core_shares(processes, per_process=cores_per_process)
     lock = threading.Lock()
     children, readers = [], []
     try:

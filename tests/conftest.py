@@ -47,6 +47,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+@pytest.fixture
+def one_device_per_process(monkeypatch):
+    # The suite splits the CPU into four devices; each process gets one.
+    # (This process's JAX reads the flag once, when it first starts: start
+    # it now, so that the tests after these still see four devices.)
+    if BACKEND == "jax":
+        import jax
+
+        jax.devices()
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+
+
 @pytest.fixture(autouse=True)
 def float32_policy():
     keras.mixed_precision.set_global_policy("float32")

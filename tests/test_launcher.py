@@ -126,9 +126,9 @@ def test_cluster_processes_reads_the_backends_cluster_variables(monkeypatch):
             distribute.cluster_processes()
 
 
-def test_two_processes_train_and_only_the_chief_writes(tmp_path, monkeypatch):
-    monkeypatch.delenv("XLA_FLAGS", raising=False)  # one JAX device per process
-    monkeypatch.delenv("TF_CONFIG", raising=False)
+def test_two_processes_train_and_only_the_chief_writes(
+    tmp_path, one_device_per_process
+):
     out = tmp_path / "two"
     lines = []
     # The demo's batch-norm generator: synchronized over processes on TF,
@@ -168,9 +168,8 @@ print("same settings on", ktg.distribute.process_count(strategy), "processes")
 @pytest.mark.both_backends
 @pytest.mark.parametrize("differ", [False, True])
 def test_processes_started_with_different_settings_are_refused(
-    tmp_path, monkeypatch, differ
+    tmp_path, one_device_per_process, differ
 ):
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
     lines = []
     script = _script(tmp_path, SETTINGS)
     command = [script, "DIFFER"] if differ else [script]

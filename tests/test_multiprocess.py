@@ -68,13 +68,6 @@ def _launch(command, processes=2, grace_seconds=30):
     return status, lines
 
 
-@pytest.fixture
-def one_device_per_process(monkeypatch):
-    # The suite splits the CPU into four devices; each process gets one.
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.delenv("TF_CONFIG", raising=False)
-
-
 def test_each_example_is_read_by_exactly_one_process(tmp_path, one_device_per_process):
     status, lines = _launch([_script(tmp_path, READ_IDS)])
     assert status == 0, "\n".join(lines[-30:])
@@ -253,3 +246,43 @@ def test_a_batch_that_does_not_split_over_the_processes_is_refused(
             )
             for line in lines
         ), "\n".join(lines[-20:])
+
+
+def test_weak_scaling_reports_images_per_second_and_efficiency(
+    tmp_path, one_device_per_process, capsys
+):
+    from keras_tpugan import cli
+    from keras_tpugan.scaling import weak_scaling
+
+    lines = []
+    rows = weak_scaling(
+        processes=(1, 2),
+        batch_size=8,
+        steps=2,
+        repeats=1,
+        width=8,
+        latent_dim=8,
+        csv_path=str(tmp_path / "scaling.csv"),
+        printer=lines.append,
+    )
+    assert [(r["processes"], r["mode"]) for r in rows] == [
+        (1, "data-parallel"),
+        (2, "data-parallel"),
+        (2, "independent"),
+    ]
+    assert [r["global_batch"] for r in rows] == [8, 16, 16]
+    assert rows[0]["efficiency"] == 1.0
+    for row in rows:
+        assert row["images_per_sec"] > 0
+        per_process = row["images_per_sec"] / row["processes"]
+        assert row["images_per_sec_per_process"] == pytest.approx(per_process, abs=0.1)
+        assert row["efficiency"] == pytest.approx(
+            per_process / rows[0]["images_per_sec"], abs=1e-3
+        )
+    assert lines[0].startswith("weak scaling: 1 core(s) per process")
+    assert "| processes | mode |" in "\n".join(lines)
+    assert (tmp_path / "scaling.csv").read_text().count("\n") == 4
+    with pytest.raises(ValueError, match="Expected process counts >= 1"):
+        weak_scaling(processes=(0, 2))
+    assert cli.main(["bench", "--processes", "1", "2"]) == 2
+    assert "Expected one value of --precisions" in capsys.readouterr().err

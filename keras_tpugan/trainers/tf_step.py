@@ -314,7 +314,12 @@ class TensorFlowGANStep(GANStep):
         self.xla_whole_step = (
             self.xla
             and strategy.num_replicas_in_sync == 1
-            and not isinstance(strategy, tf.distribute.TPUStrategy)
+            # A one-worker MultiWorkerMirroredStrategy still all-reduces
+            # through a merge_call, which XLA cannot hold.
+            and not isinstance(
+                strategy,
+                (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy),
+            )
         )
         jit = tf.function(jit_compile=True)
         per_replica = self.xla and not self.xla_whole_step
