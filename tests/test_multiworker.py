@@ -39,12 +39,22 @@ def test_two_workers_match_one_replica(tmp_path):
             )
         )
     assert [w.wait(timeout=300) for w in workers] == [0, 0]
+    # A one-worker MultiWorkerMirroredStrategy (no TF_CONFIG) trains too, with
+    # XLA: its all-reduce stays out of the compiled update.
+    single = tmp_path / "single.json"
+    subprocess.run(
+        [sys.executable, WORKER, str(single)],
+        env=_env(KIND="multiworker"),
+        check=True,
+        timeout=300,
+    )
     one = json.loads(reference.read_text())
     results = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
-    assert one["replicas"] == 1
+    single = json.loads(single.read_text())
+    assert one["replicas"] == single["replicas"] == 1
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
-    for result in results:
+    for result in [*results, single]:
         assert result["logs"].keys() == one["logs"].keys()
         for key, value in one["logs"].items():
             np.testing.assert_allclose(result["logs"][key], value, atol=1e-5)

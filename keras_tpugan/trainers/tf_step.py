@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from keras_tpugan import keyed_dropout
+from keras_tpugan import distribute, keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
 
@@ -202,12 +202,11 @@ class TensorFlowGANStep(GANStep):
         return {name: self._for_keras(value) for name, value in logs.items()}
 
     def _for_keras(self, value):
-        if isinstance(
-            self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
-        ):
+        if distribute.process_count(self.distribute_strategy) > 1:
             # Keras reduces step outputs across workers with a mean over
             # axis 0, which fails on scalars: hand it rank-1 values (every
-            # replica holds the same all-reduced numbers).
+            # replica holds the same all-reduced numbers). A one-worker
+            # MultiWorkerMirroredStrategy is not reduced so.
             return tf.reshape(value, [1])
         return value
 
