@@ -18,14 +18,18 @@ def _env(**extra):
     return env
 
 
-def test_two_workers_match_one_replica(tmp_path):
-    reference = tmp_path / "one.json"
+def _one_process(path, kind):
     subprocess.run(
-        [sys.executable, WORKER, str(reference)],
-        env=_env(KIND="cpu"),
+        [sys.executable, WORKER, str(path)],
+        env=_env(KIND=kind),
         check=True,
         timeout=300,
     )
+    return json.loads(path.read_text())
+
+
+def test_two_workers_match_one_replica(tmp_path):
+    one = _one_process(tmp_path / "one.json", "cpu")
     cluster = {"worker": [f"localhost:{port}" for port in launcher.free_ports(2)]}
     workers = []
     for index in range(2):
@@ -41,16 +45,8 @@ def test_two_workers_match_one_replica(tmp_path):
     assert [w.wait(timeout=300) for w in workers] == [0, 0]
     # A one-worker MultiWorkerMirroredStrategy (no TF_CONFIG) trains too, with
     # XLA: its all-reduce stays out of the compiled update.
-    single = tmp_path / "single.json"
-    subprocess.run(
-        [sys.executable, WORKER, str(single)],
-        env=_env(KIND="multiworker"),
-        check=True,
-        timeout=300,
-    )
-    one = json.loads(reference.read_text())
+    single = _one_process(tmp_path / "single.json", "multiworker")
     results = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
-    single = json.loads(single.read_text())
     assert one["replicas"] == single["replicas"] == 1
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
