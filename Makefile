@@ -25,8 +25,8 @@ lint: install
 
 test: lint
 	cache=$$(mktemp -d) && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest -q; \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q --durations=15 && \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest -q --durations=15; \
 	status=$$?; rm -rf $$cache; exit $$status
 
 clean:

@@ -56,10 +56,13 @@ class TensorFlowGANStep(GANStep):
         # MultiWorkerMirroredStrategy's collectives refuse the tuple (a
         # conditional GAN could not fit on several processes). Only shapes
         # are needed: take the first local replica's part of each tensor.
+        if self._distribute_strategy is None:  # as Keras: built when traced
+            return
         if iterator is not None and data_batch is None:
             for _, _, batches in iterator:
-                first = next(batches)
-                data_batch = tf.nest.map_structure(self._first_local_part, first)
+                first = next(batches, None)  # None: empty, reported by `fit`
+                if first is not None:
+                    data_batch = tf.nest.map_structure(self._first_local_part, first)
                 break
         super()._maybe_symbolic_build(data_batch=data_batch)
 
