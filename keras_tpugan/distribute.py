@@ -442,24 +442,22 @@ def shard_over_processes(dataset, strategy=None):
     ds = ktg.distribute.shard_over_processes(ds, strategy)
     ```
     """
-    if keras.backend.backend() == "jax" or process_count(strategy) == 1:
+    if keras.backend.backend() == "jax":
+        return dataset
+    processes = process_count(strategy)
+    if processes == 1:
         return dataset
     strategy = strategy or tf.distribute.get_strategy()
     batch = tf.nest.flatten(dataset.element_spec)[0].shape[0]
-    processes = process_count(strategy)
     if batch is None:
         raise ValueError(
             "Expected a dataset of fixed-size global batches to split over "
             f"{processes} processes. Received: batches of unknown size. Batch "
             "it with `drop_remainder=True`."
         )
+    # The replicas are the processes times their (equal) local replicas, so a
+    # batch that splits over the replicas splits over the processes.
     check_global_batch(batch, strategy)
-    if batch % processes:
-        raise ValueError(
-            f"Expected a global batch size divisible by the {processes} "
-            f"processes. Received: global batch size {batch}. Use a multiple of "
-            f"{processes}."
-        )
 
     def process_part(context):
         size = batch // context.num_input_pipelines

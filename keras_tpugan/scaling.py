@@ -110,7 +110,9 @@ def weak_scaling(
     for n, mode in runs:
         settings = dict(
             independent=mode == "independent",
-            batch_size=batch_size * n,
+            # Unconnected processes each run their own batch; connected ones
+            # share the global batch.
+            batch_size=batch_size if mode == "independent" else batch_size * n,
             precision=precision,
             jit_compile=xla,
             width=width,
