@@ -260,7 +260,13 @@ def _parser():
         default=["float32", "mixed_bfloat16"],
         choices=POLICIES,
     )
-    bench.add_argument("--xla", nargs="+", default=["off", "on"], choices=("off", "on"))
+    bench.add_argument(
+        "--xla",
+        nargs="+",
+        default=None,
+        choices=("off", "on", "auto"),
+        help="XLA settings (default: off on; with --processes: auto)",
+    )
     bench.add_argument(
         "--steps",
         type=int,
@@ -461,7 +467,7 @@ def _bench(args):
         batch_sizes=args.batch_sizes or [64, 128, 256],
         replicas=args.replicas,
         precisions=args.precisions,
-        xla=[x == "on" for x in args.xla],
+        xla=[_XLA[x] for x in args.xla or ["off", "on"]],
         steps=args.steps or 10,
         repeats=args.repeats,
         width=args.width or 128,
@@ -477,10 +483,14 @@ def _bench(args):
     return 0
 
 
+_XLA = {"on": True, "off": False, "auto": "auto"}
+
+
 def _weak_scaling(args):
     from keras_tpugan.scaling import weak_scaling
 
-    for flag, values in (("--precisions", args.precisions), ("--xla", args.xla)):
+    xla = args.xla or ["auto"]
+    for flag, values in (("--precisions", args.precisions), ("--xla", xla)):
         if len(values) != 1:
             raise ValueError(
                 f"Expected one value of {flag} with --processes. Received: "
@@ -490,7 +500,7 @@ def _weak_scaling(args):
         processes=args.processes,
         batch_size=(args.batch_sizes or [64])[0],
         precision=args.precisions[0],
-        xla=args.xla[0] == "on",
+        xla=_XLA[xla[0]],
         steps=args.steps or 20,
         repeats=args.repeats,
         width=args.width or 64,

@@ -97,13 +97,14 @@ class TrainConfig:
     augment_background: float = -1.0
     # Speed: dtype policy ("auto": mixed_bfloat16 on TPUs and on GPUs and
     # CPUs with native bfloat16, float32 elsewhere; `precision.resolve`),
-    # XLA (True, False or "auto": on unless synchronized batch norm meets
-    # a multi-replica MirroredStrategy), strategy kind ("auto", "tpu",
+    # XLA (True, False or "auto": on, unless synchronized batch norm meets
+    # a multi-replica MirroredStrategy, or TensorFlow's multi-worker
+    # strategy runs on CPUs, where it measured slower), strategy kind ("auto", "tpu",
     # "gpu", "cpu"), and training steps per compiled call (Keras's
     # `steps_per_execution`: fewer host round trips for small batches; one
     # device, TPUs and JAX only).
     precision: str = "auto"
-    jit_compile: bool | str = True
+    jit_compile: bool | str = "auto"
     strategy: str = "auto"
     steps_per_execution: int = 1
     # Several processes (see `distribute.get_strategy`): the all-reduce

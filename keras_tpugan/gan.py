@@ -350,7 +350,7 @@ class GAN(BackendGANStep, keras.Model):
             if "'logs'" not in str(e):
                 raise
             raise _empty_dataset_error() from e
-        if epochs_begun.count and not self._images_seen_this_epoch():
+        if epochs_begun.count and not epochs_begun.batches:
             raise _empty_dataset_error()
         return history
 
@@ -390,10 +390,6 @@ class GAN(BackendGANStep, keras.Model):
         if keras.distribution.distribution() is None:
             return distribute.scope(self._distribution)
         return contextlib.nullcontext()
-
-    def _images_seen_this_epoch(self):
-        # The trackers weigh each step by its global batch.
-        return float(ops.convert_to_numpy(self.trackers[0].count))
 
     def generate(
         self,
@@ -625,8 +621,9 @@ def _ordered_callbacks(callbacks, first):
 
 class _DataEpoch(keras.callbacks.Callback):
     """Keys the shuffle order of `load_images` data on the epoch; counts
-    epochs; logs both networks' learning rates (`g_learning_rate`,
-    `d_learning_rate`, the rates the epoch trained with).
+    epochs and the batches of the last one; logs both networks' learning
+    rates (`g_learning_rate`, `d_learning_rate`, the rates the epoch trained
+    with).
 
     `data.set_epoch` is public: a loop that iterates the data by hand calls
     it itself.
@@ -635,10 +632,17 @@ class _DataEpoch(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
         self.count = 0
+        self.batches = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         data_lib.set_epoch(epoch)
         self.count += 1
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        # Counted here, not read from the trackers: across processes a
+        # metric read outside the step is an all-reduce.
+        self.batches += 1
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None:

@@ -28,12 +28,21 @@ with strategy.scope():
     gan.compile(jit_compile=True)
 ds = tf.data.Dataset.from_tensor_slices(images).batch(8, drop_remainder=True).repeat(3)
 history = gan.fit(ds, epochs=1, verbose=0)
+with strategy.scope():  # what jit_compile="auto" picks under this strategy
+    probe = ktg.GAN(
+        ktg.models.dcgan_generator(latent_dim=8, width=8),
+        ktg.models.dcgan_discriminator(width=8),
+        latent_dim=8,
+    )
+    probe.compile(jit_compile="auto")
 with open(sys.argv[1], "w") as f:
     json.dump(
         {
             "replicas": strategy.num_replicas_in_sync,
             "chief": ktg.distribute.is_chief(strategy),
             "logs": {k: float(v[-1]) for k, v in history.history.items()},
+            "metrics": {k: float(v) for k, v in gan.get_metrics_result().items()},
+            "auto_xla": probe.xla,
             "weights": [w.numpy().tolist() for w in gan.generator.weights],
         },
         f,

@@ -118,6 +118,8 @@ PARITY = [
     "gradient_penalty=wgan-gp",
     "--set",
     "conditional=true",
+    "--set",
+    "jit_compile=true",  # "auto" turns XLA off on two TensorFlow CPU processes
 ]
 
 

@@ -44,12 +44,21 @@ def test_two_workers_match_one_replica(tmp_path):
         )
     assert [w.wait(timeout=300) for w in workers] == [0, 0]
     # A one-worker MultiWorkerMirroredStrategy (no TF_CONFIG) trains too, with
-    # XLA: its all-reduce stays out of the compiled update.
+    # XLA (asked for): its all-reduce stays out of the compiled update.
     single = _one_process(tmp_path / "single.json", "multiworker")
     results = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
     assert one["replicas"] == single["replicas"] == 1
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
+    # jit_compile="auto" keeps XLA on one device, not under the multi-worker
+    # strategy on CPUs (slower there).
+    assert [r["auto_xla"] for r in (one, single, *results)] == [True] + [False] * 3
+    for result in [one, single, *results]:
+        # Read locally on each worker (`TensorFlowGANStep.get_metrics_result`),
+        # the metrics are the epoch's logs.
+        assert result["metrics"], result
+        for key, value in result["metrics"].items():
+            np.testing.assert_allclose(value, result["logs"][key], rtol=1e-6)
     for result in [*results, single]:
         assert result["logs"].keys() == one["logs"].keys()
         for key, value in one["logs"].items():

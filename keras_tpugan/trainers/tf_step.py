@@ -66,6 +66,65 @@ class TensorFlowGANStep(GANStep):
                 break
         super()._maybe_symbolic_build(data_batch=data_batch)
 
+    def _make_function(self, step_function):
+        # Keras's TensorFlow trainer reduces every logged value of every step
+        # across workers with its own all-reduce (reduction "auto", i.e.
+        # "mean", whatever `distribute_reduction_method` says): one
+        # collective per logged value, which on two CPU processes took half
+        # of each step. The step's values are all-reduced already (one
+        # collective, `_all_reduced`), so every replica holds the same logs:
+        # take the first local replica's ("first", as Keras does on TPUs).
+        if distribute.process_count(self.distribute_strategy) == 1:
+            return super()._make_function(step_function)
+        strategy = self.distribute_strategy
+
+        def one_step_on_iterator(iterator):
+            outputs = strategy.run(step_function, args=(next(iterator),))
+            return tf.nest.map_structure(self._first_local_part, outputs)
+
+        if not self.run_eagerly:
+            one_step_on_iterator = tf.function(
+                one_step_on_iterator, reduce_retracing=True
+            )
+        return one_step_on_iterator
+
+    def get_metrics_result(self):
+        """The metrics' values as a dict; see `keras.Model.get_metrics_result`.
+
+        Keras reads every metric at the end of each epoch and evaluation.
+        Read outside a step, a metric variable is summed over the replicas:
+        across processes that is one eager all-reduce per variable, which
+        took from 0.02 s to over 3 s per read-out on two CPU processes. The
+        trackers are fed all-reduced values, so every replica's hold the
+        run's numbers: across processes they are read in a replica context,
+        where each reads its own, and the first local replica's are returned.
+        """
+        if distribute.process_count(self.distribute_strategy) == 1:
+            return super().get_metrics_result()
+        if getattr(self, "_local_metrics_function", None) is None:
+            strategy = self.distribute_strategy
+            read = super().get_metrics_result
+            self._local_metrics_function = tf.function(lambda: strategy.run(read))
+        results = self._local_metrics_function()
+        return tf.nest.map_structure(self._first_local_part, results)
+
+    def reset_metrics(self):
+        """Resets the metrics; see `keras.Model.reset_metrics`.
+
+        Keras resets them before every epoch and evaluation. Assigned outside
+        a step, a metric variable is first read, so across processes each
+        reset was an eager all-reduce per variable (as in
+        `get_metrics_result`); there each replica resets its own, in a
+        replica context.
+        """
+        if distribute.process_count(self.distribute_strategy) == 1:
+            return super().reset_metrics()
+        if getattr(self, "_local_reset_function", None) is None:
+            strategy = self.distribute_strategy
+            reset = super().reset_metrics
+            self._local_reset_function = tf.function(lambda: strategy.run(reset))
+        self._local_reset_function()
+
     def _first_local_part(self, value):
         if isinstance(value, tf.distribute.DistributedValues):
             return self.strategy.experimental_local_results(value)[0]
@@ -190,7 +249,7 @@ class TensorFlowGANStep(GANStep):
         if new is not None:
             self.augment_probability.assign(new)
             probability = new
-        logs["augment_p"] = self._for_keras(probability)
+        logs["augment_p"] = probability
         return logs
 
     def _all_reduced(self, d_stats, g_loss):
@@ -201,17 +260,7 @@ class TensorFlowGANStep(GANStep):
     def _update_metrics(self, stats, global_batch):
         for tracker, value in zip(self.trackers, tf.unstack(stats), strict=True):
             tracker.update_state(value, sample_weight=global_batch)
-        logs = self.with_total_loss({t.name: t.result() for t in self.trackers})
-        return {name: self._for_keras(value) for name, value in logs.items()}
-
-    def _for_keras(self, value):
-        if distribute.process_count(self.distribute_strategy) > 1:
-            # Keras reduces step outputs across workers with a mean over
-            # axis 0, which fails on scalars: hand it rank-1 values (every
-            # replica holds the same all-reduced numbers). A one-worker
-            # MultiWorkerMirroredStrategy is not reduced so.
-            return tf.reshape(value, [1])
-        return value
+        return self.with_total_loss({t.name: t.result() for t in self.trackers})
 
     # ------------------------------------------- per-replica gradients
 
@@ -311,6 +360,8 @@ class TensorFlowGANStep(GANStep):
         updates fails there (their cross-replica sums).
         """
         self.xla = self._resolve_jit_compile(jit_compile)
+        # Traced again for the new metrics.
+        self._local_metrics_function = self._local_reset_function = None
         self._check_steps_per_execution(steps_per_execution)
         strategy = self.distribute_strategy
         self.xla_whole_step = (
@@ -355,6 +406,12 @@ class TensorFlowGANStep(GANStep):
         conflict = _mirrors(strategy) and _has_synchronized_batchnorm(
             self.generator, self.discriminator
         )
+        if jit_compile == "auto" and _multi_worker_on_cpus(strategy):
+            # Under MultiWorkerMirroredStrategy only the gradients can be
+            # XLA; on CPUs that made the step slower, not faster (two
+            # processes, batch 64 each: 44 ms a step with it, 30 without;
+            # one worker alone: 495-970 images/s with it, 1,877 without).
+            return False
         if not conflict:
             return jit_compile is not False
         if jit_compile is True:
@@ -390,6 +447,12 @@ def _mirrors(strategy):
         )
         and strategy.num_replicas_in_sync > 1
     )
+
+
+def _multi_worker_on_cpus(strategy):
+    return isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ) and not tf.config.list_logical_devices("GPU")
 
 
 def _dense(grads):
