@@ -131,7 +131,13 @@ def gan_on_one_batch(config, strategy=None):
     shape = (config.batch_size, *IMAGE_SHAPE)
     images = np.random.default_rng(0).uniform(-1, 1, shape)
     run = prepare(config, strategy, data=images.astype("float32"))
-    return run.build_gan(), run.dataset.take(1).cache().repeat()
+    dataset = run.dataset.take(1).cache().repeat()
+    # Nothing to tune in one cached batch, and tf.data's autotuning thread
+    # competed with the step for a core: on one pinned core whole fits ran
+    # at half speed, at random (21 or 42 ms a step, TensorFlow, batch 64).
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return run.build_gan(), dataset.with_options(options)
 
 
 def measure(policy, xla, batch_size, steps, width, latent_dim, repeats, strategy):

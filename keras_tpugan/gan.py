@@ -629,6 +629,10 @@ class _DataEpoch(keras.callbacks.Callback):
     it itself.
     """
 
+    # Its batch hook only counts: Keras may call it from a thread, and need
+    # not wait for each step's logs (JAX dispatches steps ahead so).
+    async_safe = True
+
     def __init__(self):
         super().__init__()
         self.count = 0

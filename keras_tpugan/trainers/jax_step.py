@@ -231,10 +231,25 @@ class JAXGANStep(GANStep):
         z = jax.random.normal(key_z, (global_batch, self.latent_dim), "float32")
         alpha = jax.random.uniform(key_alpha, (global_batch,), "float32")
         if not augment or self.augment is None:
-            return z, alpha, None
+            return self._sharded_like_data(z), self._sharded_like_data(alpha), None
         # The augmentation's numbers: for real (0) and generated (1) images.
         shape = (global_batch, 2, NOISE_SIZE)
-        return z, alpha, jax.random.uniform(jax.random.fold_in(key, 1), shape)
+        aug = jax.random.uniform(jax.random.fold_in(key, 1), shape)
+        return tuple(self._sharded_like_data(x) for x in (z, alpha, aug))
+
+    def _sharded_like_data(self, value):
+        """`value`, split over the devices along its batch axis as the data is.
+
+        Drawn inside the step, the numbers are otherwise left to XLA's
+        sharding propagation, which kept the generator's whole global batch
+        on every process: on two CPU processes one of its convolutions took
+        69 ms a step instead of 21. The values do not change (JAX's random
+        bits do not depend on the sharding).
+        """
+        if self.strategy is None:
+            return value
+        layout = self.strategy.get_data_layout(value.shape)
+        return keras.distribution.distribute_tensor(value, layout)
 
     # ---------------------------------------------------------- compile
 
