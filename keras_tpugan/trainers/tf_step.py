@@ -101,11 +101,7 @@ class TensorFlowGANStep(GANStep):
         """
         if distribute.process_count(self.distribute_strategy) == 1:
             return super().get_metrics_result()
-        if getattr(self, "_local_metrics_function", None) is None:
-            strategy = self.distribute_strategy
-            read = super().get_metrics_result
-            self._local_metrics_function = tf.function(lambda: strategy.run(read))
-        results = self._local_metrics_function()
+        results = self._on_each_replica("_read_metrics", super().get_metrics_result)
         return tf.nest.map_structure(self._first_local_part, results)
 
     def reset_metrics(self):
@@ -119,11 +115,16 @@ class TensorFlowGANStep(GANStep):
         """
         if distribute.process_count(self.distribute_strategy) == 1:
             return super().reset_metrics()
-        if getattr(self, "_local_reset_function", None) is None:
+        self._on_each_replica("_reset_metrics", super().reset_metrics)
+
+    def _on_each_replica(self, name, fn):
+        """Runs `fn` on every replica, in a replica context (a `tf.function`
+        kept in `self._replica_functions[name]`, traced once per compile)."""
+        functions = self._replica_functions
+        if name not in functions:
             strategy = self.distribute_strategy
-            reset = super().reset_metrics
-            self._local_reset_function = tf.function(lambda: strategy.run(reset))
-        self._local_reset_function()
+            functions[name] = tf.function(lambda: strategy.run(fn))
+        return functions[name]()
 
     def _first_local_part(self, value):
         if isinstance(value, tf.distribute.DistributedValues):
@@ -360,8 +361,7 @@ class TensorFlowGANStep(GANStep):
         updates fails there (their cross-replica sums).
         """
         self.xla = self._resolve_jit_compile(jit_compile)
-        # Traced again for the new metrics.
-        self._local_metrics_function = self._local_reset_function = None
+        self._replica_functions = {}  # traced again for the new metrics
         self._check_steps_per_execution(steps_per_execution)
         strategy = self.distribute_strategy
         self.xla_whole_step = (
