@@ -286,5 +286,7 @@ def test_weak_scaling_reports_images_per_second_and_efficiency(
     assert (tmp_path / "scaling.csv").read_text().count("\n") == 4
     with pytest.raises(ValueError, match="Expected process counts >= 1"):
         weak_scaling(processes=(0, 2))
+    with pytest.raises(ValueError, match="Expected at least 2 steps per timing"):
+        weak_scaling(processes=(1, 2), steps=1)
     assert cli.main(["bench", "--processes", "1", "2"]) == 2
     assert "Expected one value of --precisions" in capsys.readouterr().err
