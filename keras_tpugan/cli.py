@@ -54,7 +54,7 @@ EXAMPLES = {
   keras-tpugan bench --replicas 1 2 --precisions mixed_bfloat16 --xla on
   keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
   keras-tpugan bench --peers --csv peers.csv
-  keras-tpugan bench --processes 1 2 --precisions float32 --xla on
+  keras-tpugan bench --processes 1 2 --precisions float32
 """,
     "launch": """examples:
   keras-tpugan launch --processes 2 -- train --preset smoke --out runs/two
@@ -451,6 +451,10 @@ def _sample(args):
     return 0
 
 
+# `--xla` on the command line, as `jit_compile`.
+_XLA = {"on": True, "off": False, "auto": "auto"}
+
+
 def _bench(args):
     from keras_tpugan import bench
 
@@ -481,9 +485,6 @@ def _bench(args):
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0
-
-
-_XLA = {"on": True, "off": False, "auto": "auto"}
 
 
 def _weak_scaling(args):

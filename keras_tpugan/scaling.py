@@ -200,23 +200,20 @@ def _measure_this_process(settings):
     import numpy as np
 
     from keras_tpugan import bench, distribute
-    from keras_tpugan.config import TrainConfig
 
     strategy = distribute.get_strategy(
         "cpu" if settings["independent"] else "auto",
         collective=settings["collective"],
         bytes_per_pack=settings["bytes_per_pack"],
     )
-    config = TrainConfig(
-        precision=settings["precision"],
-        jit_compile=settings["jit_compile"],
-        batch_size=settings["batch_size"],
-        width=settings["width"],
-        latent_dim=settings["latent_dim"],
+    gan, ds = bench.compiled_gan_on_one_batch(
+        settings["precision"],
+        settings["jit_compile"],
+        settings["batch_size"],
+        settings["width"],
+        settings["latent_dim"],
+        strategy,
     )
-    gan, ds = bench.gan_on_one_batch(config, strategy)
-    for _ in range(2):  # trace and compile (JAX compiles again the second time)
-        gan.fit(ds, epochs=1, steps_per_epoch=2, verbose=0)
     steps, batch = settings["steps"], settings["batch_size"]
     steady, whole, outside = [], [], []
     for _ in range(settings["repeats"]):
