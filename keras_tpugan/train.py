@@ -112,6 +112,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "precision": keras.mixed_precision.global_policy().name,
         "precision_setting": config.precision,
         "xla": gan.xla,
+        "flat_all_reduce": gan.flat_all_reduce,
         "batch_size": config.batch_size,
         "learning_rate": config.scaled_learning_rate,
         "epochs": config.epochs,

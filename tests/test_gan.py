@@ -13,10 +13,12 @@ GLOBAL_BATCH = 8
 STEPS = 3
 
 
-def _train(replicas, gan_kwargs, compile_kwargs=None, labels=None, seed=1):
+def _train(replicas, gan_kwargs, compile_kwargs=None, labels=None, seed=1, flat=False):
     keras.utils.set_random_seed(seed)
     strategy = ktg.distribute.get_strategy("cpu", num_replicas=replicas)
     gan = tiny_gan(strategy=strategy, compile_kwargs=compile_kwargs, **gan_kwargs)
+    if flat:  # set before the first fit traces the step
+        gan.flat_all_reduce = True
     ds = batches(random_images(GLOBAL_BATCH), GLOBAL_BATCH, labels=labels, repeat=STEPS)
     history = gan.fit(ds, epochs=1, verbose=0)
     weights = [w.numpy() for w in gan.generator.weights + gan.discriminator.weights]
@@ -552,3 +554,30 @@ def test_fit_takes_a_callback_list_and_still_keys_the_data_epoch():
     assert ends == [0, 1]
     assert ktg.data.current_epoch() == 1
     assert int(gan.step_counter.numpy()) == 2
+
+
+# Between them: labels, two critic steps with a penalty and dropout, the
+# joint update, augmentation with ADA, spectral normalization and the EMA.
+FLAT_CASES = [
+    "conditional",
+    "dropout_wgan_gp",
+    "simultaneous_r1_dropout",
+    "ada_spectral_halflife",
+]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="a JAX step setting")
+@pytest.mark.parametrize("case", FLAT_CASES)
+def test_flat_all_reduce_gives_the_weights_and_logs_of_one_device(case):
+    # Each device's own examples under jax.shard_map, the gradients and
+    # logged shares summed as one buffer: the same as one device.
+    gan_kwargs, compile_kwargs = PARITY_CASES[case]
+    labels = np.arange(GLOBAL_BATCH) % 2 if "num_classes" in gan_kwargs else None
+    ref_w, ref_logs, _ = _train(1, gan_kwargs, compile_kwargs, labels)
+    weights, logs, gan = _train(4, gan_kwargs, compile_kwargs, labels, flat=True)
+    assert gan.flat_all_reduce
+    for a, b in zip(ref_w, weights, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+    assert logs.keys() == ref_logs.keys()
+    for key in ref_logs:
+        np.testing.assert_allclose(logs[key], ref_logs[key], atol=1e-5, rtol=1e-5)

@@ -361,6 +361,9 @@ class TensorFlowGANStep(GANStep):
         updates fails there (their cross-replica sums).
         """
         self.xla = self._resolve_jit_compile(jit_compile)
+        # The strategy's collectives pack the gradients themselves
+        # (`bytes_per_pack`); JAX's step has its own switch.
+        self.flat_all_reduce = False
         self._replica_functions = {}  # traced again for the new metrics
         self._check_steps_per_execution(steps_per_execution)
         strategy = self.distribute_strategy
