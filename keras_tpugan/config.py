@@ -14,7 +14,7 @@ from keras_tpugan import (
     precision,
 )
 from keras_tpugan.augment import DiffAugment
-from keras_tpugan.trainers.base import UPDATES
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +107,9 @@ class TrainConfig:
     jit_compile: bool | str = "auto"
     strategy: str = "auto"
     steps_per_execution: int = 1
+    # The type the gradients cross the replicas in ("float32", or "bfloat16":
+    # half the bytes; see `GAN.compile`).
+    all_reduce_dtype: str = "float32"
     # Several processes (see `distribute.get_strategy`): the all-reduce
     # across them on TensorFlow ("auto", "ring", "nccl"), its packing in
     # bytes (0: TensorFlow decides) and time-out (None: none); how long a process
@@ -168,6 +171,7 @@ class TrainConfig:
             "lr_scaling": large_batch.LR_SCALINGS,
             "gradient_penalty": (None, *penalties.PENALTIES),
             "update": UPDATES,
+            "all_reduce_dtype": ALL_REDUCE_DTYPES,
         }
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:

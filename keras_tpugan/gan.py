@@ -19,7 +19,7 @@ from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.trainers import BackendGANStep
-from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED, UPDATES
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, D_LOGGED, G_LOGGED, UPDATES
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -235,6 +235,7 @@ class GAN(BackendGANStep, keras.Model):
         loss="non_saturating",
         jit_compile="auto",
         steps_per_execution=1,
+        all_reduce_dtype="float32",
         **kwargs,
     ):
         """Configures the GAN for training.
@@ -259,6 +260,13 @@ class GAN(BackendGANStep, keras.Model):
                 `"auto"` compile the whole step with `jax.jit`.
             steps_per_execution: Steps per `tf.function` call, passed to
                 Keras (keep 1 under a multi-device `MirroredStrategy`).
+            all_reduce_dtype: The type the gradients cross the replicas in:
+                `"float32"`, or `"bfloat16"` (half the bytes; each replica's
+                share is rounded to bfloat16 and summed in it, then the
+                optimizers update in float32). Only with more than one
+                replica; on JAX it needs per-example networks (no
+                `BatchNormalization`) and sums one flat buffer
+                (`flat_all_reduce`).
             **kwargs: Other `keras.Model.compile` arguments (not `optimizer`,
                 `loss` or `metrics`, which the GAN owns).
 
@@ -278,6 +286,12 @@ class GAN(BackendGANStep, keras.Model):
                 "Expected `jit_compile` to be True, False or 'auto'. "
                 f"Received: jit_compile={jit_compile!r}."
             )
+        if all_reduce_dtype not in ALL_REDUCE_DTYPES:
+            raise ValueError(
+                f"Expected `all_reduce_dtype` in {ALL_REDUCE_DTYPES}. Received: "
+                f"all_reduce_dtype={all_reduce_dtype!r}."
+            )
+        self.all_reduce_dtype = all_reduce_dtype
         self.adversarial_loss = losses_module.get(loss)
         self.generator_optimizer = self._prepare_optimizer(
             generator_optimizer, "generator_optimizer"
@@ -301,6 +315,7 @@ class GAN(BackendGANStep, keras.Model):
             "loss": keras.saving.serialize_keras_object(self.adversarial_loss),
             "jit_compile": jit_compile,
             "steps_per_execution": steps_per_execution,
+            "all_reduce_dtype": all_reduce_dtype,
         }
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, **kwargs):

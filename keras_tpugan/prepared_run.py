@@ -230,5 +230,6 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
         loss=config.loss,
         jit_compile=config.jit_compile,
         steps_per_execution=config.steps_per_execution,
+        all_reduce_dtype=config.all_reduce_dtype,
     )
     return gan

@@ -113,6 +113,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "precision_setting": config.precision,
         "xla": gan.xla,
         "flat_all_reduce": gan.flat_all_reduce,
+        "all_reduce_dtype": config.all_reduce_dtype,
         "batch_size": config.batch_size,
         "learning_rate": config.scaled_learning_rate,
         "epochs": config.epochs,

@@ -566,7 +566,7 @@ FLAT_CASES = [
 ]
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="a JAX step setting")
+@pytest.mark.jax_only
 @pytest.mark.parametrize("case", FLAT_CASES)
 def test_flat_all_reduce_gives_the_weights_and_logs_of_one_device(case):
     # Each device's own examples under jax.shard_map, the gradients and
@@ -581,3 +581,44 @@ def test_flat_all_reduce_gives_the_weights_and_logs_of_one_device(case):
     assert logs.keys() == ref_logs.keys()
     for key in ref_logs:
         np.testing.assert_allclose(logs[key], ref_logs[key], atol=1e-5, rtol=1e-5)
+
+
+def test_bfloat16_all_reduce_rounds_the_sum_over_replicas_only():
+    def trained(replicas, dtype):
+        kwargs = {"jit_compile": True, "all_reduce_dtype": dtype}
+        weights, logs, gan = _train(replicas, {"discriminator_steps": 2}, kwargs)
+        return weights, logs, gan
+
+    one, _, _ = trained(1, "float32")
+    one_bf16, _, _ = trained(1, "bfloat16")
+    for a, b in zip(one, one_bf16, strict=True):
+        np.testing.assert_array_equal(a, b)  # nothing crosses replicas
+    two, two_logs, _ = trained(2, "float32")
+    two_bf16, bf16_logs, gan = trained(2, "bfloat16")
+    assert gan.all_reduce_dtype == "bfloat16"
+    assert gan.flat_all_reduce == (BACKEND == "jax")
+    rounded = max(np.abs(a - b).max() for a, b in zip(two, two_bf16, strict=True))
+    exact = max(np.abs(a - b).max() for a, b in zip(one, two, strict=True))
+    print(f"bfloat16 all-reduce moved the weights by up to {rounded:.2e}")
+    assert exact <= 1e-5 < rounded < 2e-3
+    for key in ("d_loss", "g_loss"):  # the logged shares stay float32
+        np.testing.assert_allclose(bf16_logs[key], two_logs[key], atol=1e-2)
+
+
+def test_all_reduce_dtype_is_checked():
+    gan = tiny_gan()
+    with pytest.raises(ValueError, match="Expected `all_reduce_dtype` in"):
+        gan.compile(all_reduce_dtype="float16")
+    with pytest.raises(ValueError, match="all_reduce_dtype"):
+        TrainConfig(all_reduce_dtype="int8")
+
+
+@pytest.mark.jax_only
+def test_bfloat16_all_reduce_with_batchnorm_is_refused_on_jax():
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
+    with pytest.raises(ValueError, match="without BatchNormalization"):
+        tiny_gan(
+            strategy=strategy,
+            compile_kwargs={"all_reduce_dtype": "bfloat16"},
+            norm="batch",
+        )

@@ -66,6 +66,9 @@ D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
 # How the networks step: D then G on fresh latents, or both from one
 # generator forward (the TensorFlow DCGAN tutorial's step).
 UPDATES = ("alternating", "simultaneous")
+# The types the gradients may cross the replicas in (`GAN.compile`'s
+# `all_reduce_dtype`): bfloat16 halves the bytes.
+ALL_REDUCE_DTYPES = ("float32", "bfloat16")
 # The discriminator's calls in a step, keying their dropout masks apart.
 REAL, FAKE, INTERPOLATED = 0, 1, 2
 G_LOGGED = ("g_loss",)

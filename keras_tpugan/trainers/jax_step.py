@@ -146,14 +146,14 @@ class JAXGANStep(GANStep):
             # (XLA drops the other halves, which nothing uses).
             _, d_grads = backward((ops.ones_like(d_loss), ops.zeros_like(g_loss)))
             g_grads, _ = backward((ops.zeros_like(d_loss), ops.ones_like(g_loss)))
-            return (d_grads, g_grads, stats, g_loss), (d_state, g_state)
+            return ((d_grads, g_grads), (stats, g_loss)), (d_state, g_state)
 
         replicated = (
             state.get("g_vars"),
             state.get("d_vars"),
             self._network_values(state),
         )
-        (d_grads, g_grads, stats, g_loss), (d_state, g_state) = (
+        ((d_grads, g_grads), (stats, g_loss)), (d_state, g_state) = (
             self._summed_over_devices(local, replicated, inputs)
         )
         state.set("d_state", d_state)
@@ -172,8 +172,8 @@ class JAXGANStep(GANStep):
     def _summed_over_devices(self, local, replicated, inputs):
         """`local(*replicated, inputs)`, its first output summed over devices.
 
-        `local` returns `(summed, kept)`: `summed` (gradients and logged
-        shares) adds up over the devices' examples, `kept` (network states)
+        `local` returns `(summed, kept)`: `summed`, `(gradients, logged
+        shares)`, adds up over the devices' examples, `kept` (network states)
         is the same on every device. By default the step is written for the
         global batch and XLA's partitioner sums each gradient where it is
         made (XLA combines them into one all-reduce of many buffers). With
@@ -184,7 +184,9 @@ class JAXGANStep(GANStep):
         each on one core per process; 60 buffers cost 245 ms, one flat
         buffer 6 ms). This fusion of gradients into one buffer is what
         TensorFlow's collectives do themselves (`bytes_per_pack`); no JAX or
-        Keras API does it, hence this helper.
+        Keras API does it, hence this helper. With `all_reduce_dtype=
+        "bfloat16"` the gradients cross as a bfloat16 buffer of their own,
+        the logged shares in float32 beside it.
         """
         if not self.flat_all_reduce:
             return local(*replicated, inputs)
@@ -208,8 +210,11 @@ class JAXGANStep(GANStep):
                 dropout = (key, first)
             own = inputs._replace(**per_example, augment_p=augment_p, dropout=dropout)
             summed, kept = local(*replicated, own)
-            flat, unflatten = ravel_pytree(summed)
-            return unflatten(jax.lax.psum(flat, axis)), kept
+            if self.all_reduce_dtype == "float32":
+                return _psum_flat(summed, axis), kept
+            grads, shares = summed
+            grads = _psum_flat(grads, axis, self.all_reduce_dtype)
+            return (grads, _psum_flat(shares, axis)), kept
 
         return jax.shard_map(
             on_device,
@@ -371,17 +376,31 @@ class JAXGANStep(GANStep):
         see `_summed_over_devices`), and only when no layer normalizes over
         the batch: each device then sees its own examples, and a
         `GlobalBatchNormalization` needs the global batch. Within a process,
-        and on TPU and GPU interconnects, XLA's own placement is kept.
+        and on TPU and GPU interconnects, XLA's own placement is kept, unless
+        the gradients are to cross in bfloat16 (only a flat buffer of our
+        own can be).
         """
-        if self.strategy is None or jax.process_count() == 1:
-            return False
-        if any(d.platform != "cpu" for d in jax.devices()):
+        if self.strategy is None or len(self.strategy.device_mesh.devices.flat) == 1:
             return False
         layers = [
             *self.generator._flatten_layers(),
             *self.discriminator._flatten_layers(),
         ]
-        return not any(isinstance(x, keras.layers.BatchNormalization) for x in layers)
+        batch_norm = any(isinstance(x, keras.layers.BatchNormalization) for x in layers)
+        if self.all_reduce_dtype != "float32":
+            if batch_norm:
+                raise ValueError(
+                    "Expected networks without BatchNormalization for "
+                    f"all_reduce_dtype={self.all_reduce_dtype!r} on JAX (each "
+                    "device sums its own examples' gradients, and batch "
+                    "normalization needs the global batch). Received: a "
+                    "network with one. Use norm='layer' or "
+                    "all_reduce_dtype='float32'."
+                )
+            return True
+        if jax.process_count() == 1 or any(d.platform != "cpu" for d in jax.devices()):
+            return False
+        return not batch_norm
 
     def _state_slots(self):
         """Where each part of the GAN sits in the state lists of Keras."""
@@ -428,6 +447,14 @@ class JAXGANStep(GANStep):
             }
             slots["ema_sources"] = [sources[id(v)] for v in self.generator.weights]
         return slots
+
+
+def _psum_flat(values, axis, dtype=None):
+    """`values` (a pytree) summed over the mesh axis as one flat buffer."""
+    flat, unflatten = ravel_pytree(values)
+    if dtype is None:
+        return unflatten(jax.lax.psum(flat, axis))
+    return unflatten(jax.lax.psum(flat.astype(dtype), axis).astype(flat.dtype))
 
 
 def positions(variables, within):
