@@ -140,7 +140,15 @@ def gan_on_one_batch(config, strategy=None):
     return run.build_gan(), dataset.with_options(options)
 
 
-def compiled_gan_on_one_batch(policy, xla, batch_size, width, latent_dim, strategy):
+def compiled_gan_on_one_batch(
+    policy,
+    xla,
+    batch_size,
+    width,
+    latent_dim,
+    strategy,
+    all_reduce_dtype="float32",
+):
     """`gan_on_one_batch` for these settings, traced and compiled.
 
     Args:
@@ -150,6 +158,7 @@ def compiled_gan_on_one_batch(policy, xla, batch_size, width, latent_dim, strate
         width: Model width.
         latent_dim: Latent size.
         strategy: The strategy (or, on JAX, the distribution).
+        all_reduce_dtype: The type the gradients cross the replicas in.
 
     Returns:
         `(gan, dataset)`, as `gan_on_one_batch`, after two short fits.
@@ -166,6 +175,7 @@ def compiled_gan_on_one_batch(policy, xla, batch_size, width, latent_dim, strate
         batch_size=batch_size,
         width=width,
         latent_dim=latent_dim,
+        all_reduce_dtype=all_reduce_dtype,
     )
     gan, ds = gan_on_one_batch(config, strategy)
     # Trace and compile. Twice: on JAX the second fit compiles once more, for

@@ -18,6 +18,7 @@ from keras_tpugan import backends
 from keras_tpugan.backends import BACKENDS
 from keras_tpugan.precision import POLICIES
 from keras_tpugan.reports import first_line
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
 EXAMPLES = {
     "train": """examples:
@@ -300,6 +301,12 @@ def _parser():
         "batch per process (the first --batch-sizes, default 64; one "
         "--precisions and --xla; width and latent 64 unless given)",
     )
+    bench.add_argument(
+        "--all-reduce-dtype",
+        choices=ALL_REDUCE_DTYPES,
+        default="float32",
+        help="with --processes: the type the gradients cross the processes in",
+    )
     bench.add_argument("--width", type=int, default=None, help="default 128")
     bench.add_argument("--latent-dim", type=int, default=None, help="default 128")
     bench.add_argument("--csv", default=None, help="also save the table as CSV")
@@ -506,6 +513,7 @@ def _weak_scaling(args):
         repeats=args.repeats,
         width=args.width or 64,
         latent_dim=args.latent_dim or 64,
+        all_reduce_dtype=args.all_reduce_dtype,
         csv_path=args.csv,
     )
     if args.csv:

@@ -32,6 +32,7 @@ COLUMNS = [
     ("mode", "mode", "s"),
     ("cores_per_process", "cores each", "d"),
     ("xla", "XLA", "s"),
+    ("all_reduce_dtype", "all-reduce", "s"),
     ("batch_per_process", "batch each", "d"),
     ("global_batch", "global batch", "d"),
     ("images_per_sec", "images/s", ",.1f"),
@@ -54,6 +55,7 @@ def weak_scaling(
     cores_per_process=None,
     collective="auto",
     bytes_per_pack=0,
+    all_reduce_dtype="float32",
     independent=True,
     csv_path=None,
     printer=print,
@@ -79,6 +81,8 @@ def weak_scaling(
         collective: The all-reduce across processes (TensorFlow; see
             `distribute.get_strategy`).
         bytes_per_pack: Its packing (TensorFlow; 0: TensorFlow decides).
+        all_reduce_dtype: The type the gradients cross the processes in
+            (`"float32"` or `"bfloat16"`; see `GAN.compile`).
         independent: Also run each count above 1 as unconnected processes
             (mode `"independent"`), the host's own ceiling.
         csv_path: If set, also write the rows there as CSV.
@@ -138,6 +142,7 @@ def weak_scaling(
             repeats=repeats,
             collective=collective,
             bytes_per_pack=bytes_per_pack,
+            all_reduce_dtype=all_reduce_dtype,
         )
         lines = []
         status = launcher.launch(
@@ -165,6 +170,7 @@ def weak_scaling(
                 "mode": mode,
                 "cores_per_process": share,
                 "xla": "on" if measured["xla"] else "off",
+                "all_reduce_dtype": all_reduce_dtype,
                 "batch_per_process": batch_size,
                 "global_batch": batch_size * n,
                 "images_per_sec": round(rate, 1),
@@ -213,6 +219,7 @@ def _measure_this_process(settings):
         settings["width"],
         settings["latent_dim"],
         strategy,
+        all_reduce_dtype=settings["all_reduce_dtype"],
     )
     steps, batch = settings["steps"], settings["batch_size"]
     steady, whole, outside = [], [], []

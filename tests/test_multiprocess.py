@@ -273,9 +273,11 @@ def test_weak_scaling_reports_images_per_second_and_efficiency(
         repeats=1,
         width=8,
         latent_dim=8,
+        all_reduce_dtype="bfloat16",  # runs across the processes too
         csv_path=str(tmp_path / "scaling.csv"),
         printer=lines.append,
     )
+    assert {r["all_reduce_dtype"] for r in rows} == {"bfloat16"}
     assert [(r["processes"], r["mode"]) for r in rows] == [
         (1, "data-parallel"),
         (2, "data-parallel"),
