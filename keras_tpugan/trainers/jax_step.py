@@ -182,7 +182,7 @@ class JAXGANStep(GANStep):
         buffer: Gloo, JAX's CPU collectives across processes, reduces a
         combined all-reduce buffer by buffer, each a round trip (about 4 ms
         each on one core per process; 60 buffers cost 248 ms, one flat
-        buffer 6 ms). This fusion of gradients into one buffer is what
+        buffer 8 ms). This fusion of gradients into one buffer is what
         TensorFlow's collectives do themselves (`bytes_per_pack`); no JAX or
         Keras API does it, hence this helper. With `all_reduce_dtype=
         "bfloat16"` the gradients cross as a bfloat16 buffer of their own,
