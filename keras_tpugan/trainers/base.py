@@ -355,3 +355,20 @@ def _check_batch(images, labels, image_shape, num_classes):
             "Received: images only. Load the data with labels "
             "(load_images(..., labels=True))."
         )
+
+
+def batch_normalizations(*models):
+    """The `BatchNormalization` layers of `models`, nested models' included."""
+    return [
+        layer
+        for model in models
+        for layer in _all_layers(model)
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+
+
+def _all_layers(model):
+    """Every layer of a model, nested models' layers included."""
+    for layer in getattr(model, "layers", ()):
+        yield layer
+        yield from _all_layers(layer)

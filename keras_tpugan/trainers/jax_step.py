@@ -8,7 +8,12 @@ from keras import ops
 
 from keras_tpugan import keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
-from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
+from keras_tpugan.trainers.base import (
+    GANStep,
+    NetworkValues,
+    StepInputs,
+    batch_normalizations,
+)
 
 
 class JAXGANStep(GANStep):
@@ -382,11 +387,7 @@ class JAXGANStep(GANStep):
         """
         if self.strategy is None or len(self.strategy.device_mesh.devices.flat) == 1:
             return False
-        layers = [
-            *self.generator._flatten_layers(),
-            *self.discriminator._flatten_layers(),
-        ]
-        batch_norm = any(isinstance(x, keras.layers.BatchNormalization) for x in layers)
+        batch_norm = bool(batch_normalizations(self.generator, self.discriminator))
         if self.all_reduce_dtype != "float32":
             if batch_norm:
                 raise ValueError(

@@ -5,7 +5,12 @@ import tensorflow as tf
 
 from keras_tpugan import distribute, keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
-from keras_tpugan.trainers.base import GANStep, NetworkValues, StepInputs
+from keras_tpugan.trainers.base import (
+    GANStep,
+    NetworkValues,
+    StepInputs,
+    batch_normalizations,
+)
 
 
 class TensorFlowGANStep(GANStep):
@@ -496,15 +501,5 @@ def _assign(variables, values):
 
 def _has_synchronized_batchnorm(*models):
     return any(
-        isinstance(layer, keras.layers.BatchNormalization)
-        and getattr(layer, "synchronized", False)
-        for model in models
-        for layer in _all_layers(model)
+        getattr(layer, "synchronized", False) for layer in batch_normalizations(*models)
     )
-
-
-def _all_layers(model):
-    """Every layer of a model, nested models' layers included."""
-    for layer in getattr(model, "layers", ()):
-        yield layer
-        yield from _all_layers(layer)
