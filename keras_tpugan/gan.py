@@ -365,6 +365,9 @@ class GAN(BackendGANStep, keras.Model):
             if "'logs'" not in str(e):
                 raise
             raise _empty_dataset_error() from e
+        finally:
+            # Keras has dropped its iterators of a multi-process dataset.
+            distribute.release_unused_iterators()
         if epochs_begun.count and not epochs_begun.batches:
             raise _empty_dataset_error()
         return history
@@ -396,8 +399,12 @@ class GAN(BackendGANStep, keras.Model):
         """
         if not kwargs.get("_use_cached_eval_dataset"):  # not from `fit`
             self._check_fit_input(x, y, batch_size)
-        with self._distribution_scope():
-            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        try:
+            with self._distribution_scope():
+                return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        finally:
+            if not kwargs.get("_use_cached_eval_dataset"):
+                distribute.release_unused_iterators()
 
     def _distribution_scope(self):
         # On JAX, Keras shards the data over the distribution in force: use

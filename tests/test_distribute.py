@@ -1,4 +1,5 @@
 import re
+import threading
 
 import keras
 import pytest
@@ -118,3 +119,36 @@ def test_the_collective_is_chosen_on_tensorflow_and_by_xla_on_jax():
         start_timeout_seconds=7.0,
         heartbeat_timeout_seconds=30.0,
     )
+
+
+@pytest.mark.tensorflow_only
+def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
+    import weakref
+
+    strategy = distribute.get_strategy("cpu", num_replicas=2)
+    ds = tf.data.Dataset.range(8).batch(4, drop_remainder=True)
+    # What `shard_over_processes` returns with several processes.
+    distributed = distribute._deleting_iterators_aside(
+        strategy.experimental_distribute_dataset(ds)
+    )
+    assert isinstance(distributed, tf.distribute.DistributedDataset)
+    kept = iter(distributed)
+    dropped = iter(distributed)
+    batches = [strategy.experimental_local_results(b) for b in dropped]
+    assert [[t.numpy().tolist() for t in b] for b in batches] == [
+        [[0, 1], [2, 3]],
+        [[4, 5], [6, 7]],
+    ]
+    gone = weakref.ref(dropped)
+    del dropped, batches
+    assert gone() is not None  # kept for the deletion thread
+    thread = distribute.release_unused_iterators()
+    assert isinstance(thread, threading.Thread) and not thread.daemon
+    thread.join(timeout=60)
+    assert gone() is None
+    # An iterator still held is left alone, and released once dropped.
+    assert distribute.release_unused_iterators() is None
+    assert next(kept) is not None
+    del kept
+    distribute.release_unused_iterators().join(timeout=60)
+    assert distribute._ITERATORS == []
