@@ -490,8 +490,8 @@ def _deleting_iterators_aside(distributed):
 
     Deleting an iterator of a `MultiWorkerMirroredStrategy` dataset waits
     about 1 to 2 s (CPU processes, TensorFlow 2.21), idle: 0.01 s of CPU in
-    1.7 s of wall time, and 0.01 s in all when the next fit's steps run
-    beside it. Keras drops an epoch's iterator at the end of each epoch and
+    1.7 s of wall time, and mostly 0.01 s in all when the next fit's steps
+    run beside it. Keras drops an epoch's iterator at the end of each epoch and
     of each `fit`, on the training loop's thread, and the other processes
     wait for this one at their next step. No option of tf.data or of the
     strategy removes the wait (`experimental_fetch_to_device=False`,
