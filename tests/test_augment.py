@@ -124,12 +124,29 @@ def test_adaptive_probability_moves_with_the_real_logits_and_is_logged():
     )
     assert float(_np(augment.next_probability(0.95, 0.9, 10.0))) == 1.0
     gan = tiny_gan(augment=augment)
-    history = gan.fit(batches(random_images(16), 4), epochs=2, verbose=0)
+    after_each_step = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: after_each_step.append(
+            float(logs["augment_p"])
+        )
+    )
+    history = gan.fit(
+        batches(random_images(16), 4), epochs=2, verbose=0, callbacks=[record]
+    )
     logged = history.history
     assert "augment_p" in logged and "d_real_sign" in logged
     p = float(_np(gan.augment_probability))
-    assert logged["augment_p"][-1] == pytest.approx(p)
-    assert 0.0 <= p <= 1.0 and p != pytest.approx(0.2)
+    assert logged["augment_p"][-1] == pytest.approx(p) == after_each_step[-1]
+    # Every step moves it by batch / adjustment_images = 4 / 100, up or down
+    # with the real logits' sign (it may come back to where it was: the
+    # weights are not seeded), and never out of [0, 1].
+    assert len(after_each_step) == 8
+    for before, after in zip(
+        [0.2] + after_each_step[:-1], after_each_step, strict=True
+    ):
+        assert 0.0 <= after <= 1.0
+        if after not in (0.0, 1.0):
+            assert abs(after - before) == pytest.approx(0.04, abs=1e-6)
 
 
 def test_augmented_gan_saves_and_loads_with_its_probability(tmp_path):
