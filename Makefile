@@ -1,10 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
 #   make test   runs ruff and the test suite: on TensorFlow, then its
-#               both-backends part on JAX (4 host devices), sharing one cache
+#               both-backends part on JAX (4 host devices), sharing one cache,
+#               each pass on every core (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# One pytest-xdist worker per core; each test file stays on one worker (its
+# module fixtures are built once).
+PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile
 
 .PHONY: demo test lint install clean
 
@@ -25,8 +29,8 @@ lint: install
 
 test: lint
 	cache=$$(mktemp -d) && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -q --durations=15 && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest -q --durations=15; \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest $(PYTEST_ARGS) && \
+	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS); \
 	status=$$?; rm -rf $$cache; exit $$status
 
 clean:

@@ -97,9 +97,10 @@ class TrainConfig:
     augment_background: float = -1.0
     # Speed: dtype policy ("auto": mixed_bfloat16 on TPUs and on GPUs and
     # CPUs with native bfloat16, float32 elsewhere; `precision.resolve`),
-    # XLA (True, False or "auto": on, unless synchronized batch norm meets
-    # a multi-replica MirroredStrategy, or TensorFlow's multi-worker
-    # strategy runs on CPUs, where it measured slower), strategy kind ("auto", "tpu",
+    # XLA (True, False or "auto": as Keras's "auto", on with a GPU or TPU
+    # and off on CPU-only machines on TensorFlow, off where synchronized
+    # batch norm meets a multi-replica MirroredStrategy; on JAX on),
+    # strategy kind ("auto", "tpu",
     # "gpu", "cpu"), and training steps per compiled call (Keras's
     # `steps_per_execution`: fewer host round trips for small batches; one
     # device, TPUs and JAX only).
@@ -415,8 +416,9 @@ PRESETS = {
         # mixed_bfloat16 where it is native (TPUs, recent GPUs), float32 on
         # CPUs without AMX, where emulated bfloat16 is the slower.
         precision="auto",
-        # XLA, except where synchronized batch norm cannot run in it (a
-        # multi-GPU MirroredStrategy).
+        # XLA on GPUs and TPUs, off on CPUs (where this DCGAN measured as
+        # fast without it) and where synchronized batch norm cannot run in
+        # it (a multi-GPU MirroredStrategy).
         jit_compile="auto",
         # The average spans the same images at any batch size.
         ema_halflife_images=20_000,

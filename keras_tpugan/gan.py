@@ -253,11 +253,13 @@ class GAN(BackendGANStep, keras.Model):
             loss: `"non_saturating"`, `"hinge"`, `"wasserstein"`,
                 `"least_squares"` or a `keras_tpugan.losses.AdversarialLoss`.
             jit_compile: `True` compiles the per-replica gradient
-                computation with XLA; `"auto"` does so unless the networks
-                hold synchronized batch normalization under a multi-replica
-                `MirroredStrategy` (whose cross-replica reductions cannot run
-                inside the per-replica XLA function). On JAX, `True` and
-                `"auto"` compile the whole step with `jax.jit`.
+                computation with XLA; `"auto"` does so as Keras's own
+                `"auto"` does: on a machine with a GPU or TPU, not on a
+                CPU-only one, and not where the networks hold synchronized
+                batch normalization under a multi-replica `MirroredStrategy`
+                (whose cross-replica reductions cannot run inside the
+                per-replica XLA function). On JAX, `True` and `"auto"`
+                compile the whole step with `jax.jit`.
             steps_per_execution: Steps per `tf.function` call, passed to
                 Keras (keep 1 under a multi-device `MirroredStrategy`).
             all_reduce_dtype: The type the gradients cross the replicas in:

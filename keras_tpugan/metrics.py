@@ -61,8 +61,8 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
     >>> record["test_accuracy"] >= 0.97
     True
     """
-    directory = directory or cache_dir()
-    path = os.path.join(directory, f"mnist_classifier_v{CLASSIFIER_VERSION}.keras")
+    path = classifier_path(directory)
+    directory = os.path.dirname(path)
     record_path = path.replace(".keras", ".json")
     if not rebuild and os.path.exists(path) and os.path.exists(record_path):
         with open(record_path) as f:
@@ -78,6 +78,57 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
         path,
     )
     return model, record
+
+
+def classifier_path(directory=None):
+    """The file `mnist_classifier` caches its classifier in.
+
+    Args:
+        directory: Cache folder (default: `cache_dir()`).
+
+    Returns:
+        The path of the `.keras` file (which may not exist yet).
+    """
+    directory = directory or cache_dir()
+    return os.path.join(directory, f"mnist_classifier_v{CLASSIFIER_VERSION}.keras")
+
+
+def offline_mnist_reference(model, directory=None):
+    """The offline subset's real features and floors, computed once a process.
+
+    The features of the 4,000 train digits and the floors (FCD and
+    classifier score of the 1,000 held-out digits) depend only on the
+    classifier's weights: every `QualityMetrics` of a sweep or a tuner
+    search reuses them while the cached classifier file is unchanged.
+
+    Args:
+        model: The classifier `mnist_classifier(directory)` returned.
+        directory: Its cache folder (default: `cache_dir()`).
+
+    Returns:
+        `(real_features, floor)`: a float64 array `(4000, 128)` and a dict
+        with `fcd_real_floor` and `classifier_score_real`.
+    """
+    path = classifier_path(directory)
+    stat = os.stat(path)
+    key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _REFERENCES:
+        real = data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
+        held_out = data.offline_mnist("test")[0].astype("float32") / 127.5 - 1
+        real_features, _ = classifier_outputs(model, real)
+        held_features, held_probs = classifier_outputs(model, held_out)
+        floor = {
+            "fcd_real_floor": frechet_distance(real_features, held_features),
+            "classifier_score_real": classifier_score(held_probs),
+        }
+        real_features.flags.writeable = False
+        _REFERENCES[key] = real_features, floor
+    real_features, floor = _REFERENCES[key]
+    return real_features, dict(floor)
+
+
+# offline_mnist_reference's results, by classifier file.
+_REFERENCES = {}
 
 
 def _train_classifier(epochs, seed):

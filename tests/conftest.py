@@ -6,6 +6,7 @@ On JAX (`KERAS_BACKEND=jax pytest`) it runs the tests marked
 TensorFlow-only features, or run both backends in subprocesses).
 """
 
+import fcntl
 import os
 import tempfile
 
@@ -13,9 +14,13 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # One classifier cache for the whole run, away from the user's own cache.
 # `make test` shares one between its TensorFlow and JAX passes, so the JAX
 # pass loads the classifier the TensorFlow pass trained (and saved).
-os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get(
-    "KERAS_TPUGAN_TEST_CACHE"
-) or tempfile.mkdtemp(prefix="keras_tpugan_cache_")
+# pytest-xdist's workers of one run share one (named after the run).
+_XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get("KERAS_TPUGAN_TEST_CACHE") or (
+    os.path.join(tempfile.gettempdir(), f"keras_tpugan_cache_{_XDIST_RUN}")
+    if _XDIST_RUN
+    else tempfile.mkdtemp(prefix="keras_tpugan_cache_")
+)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
@@ -123,5 +128,13 @@ def batches(images, batch_size, labels=None, repeat=1):
 def classifier_dir():
     """A cache folder where the MNIST metric classifier is trained once."""
     directory = ktg.metrics.cache_dir()
-    ktg.metrics.mnist_classifier(directory)
+    os.makedirs(directory, exist_ok=True)
+    # pytest-xdist workers share the cache: the first trains, the others
+    # wait for it and load the file.
+    with open(os.path.join(directory, "classifier.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            ktg.metrics.mnist_classifier(directory)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return directory

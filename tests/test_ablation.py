@@ -26,6 +26,8 @@ def test_a_bad_value_fails_before_any_run_trains(tmp_path):
 
 
 def test_sweep_grid_trains_each_setting_per_seed(tmp_path, classifier_dir, capsys):
+    """Slow (about 40 s): four runs (two settings, two seeds), each building,
+    tracing and scoring its GAN."""
     out = tmp_path / "ablation"
     status = cli.main(
         [
@@ -38,6 +40,11 @@ def test_sweep_grid_trains_each_setting_per_seed(tmp_path, classifier_dir, capsy
             "validation_split=none",
             "--set",
             "batch_size=256",
+            # Plumbing, not quality: the smallest networks.
+            "--set",
+            "width=8",
+            "--set",
+            "latent_dim=8",
             "--grid",
             "augment=none,translation+cutout",
             "--seeds",

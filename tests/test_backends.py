@@ -77,6 +77,8 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tensorflow_and_jax_train_alike(runs, case):
+    """Slow on its first case (about 90-150 s): the module fixture starts four
+    processes (each backend trains every case, then loads the other's files)."""
     logs = {}
     weights = {}
     for backend in ("tensorflow", "jax"):

@@ -24,6 +24,8 @@ TINY = [
 
 
 def test_bench_prints_and_saves_the_matrix(tmp_path, capsys):
+    """Slow (about 45-65 s): eight cells (replicas x precision x XLA), each
+    building and compiling its GAN."""
     out = tmp_path / "bench.csv"
     assert cli.main(["bench", *TINY, "--replicas", "1", "2", "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -79,6 +81,8 @@ def test_forward_flops_of_a_dense_layer():
 
 
 def test_bench_measures_both_backends_side_by_side(tmp_path, capsys):
+    """Slow (about 40-80 s): one benchmark process per backend, each importing it
+    and compiling its step."""
     out = tmp_path / "both.csv"
     argv = ["bench", *TINY, "--precisions", "float32", "--xla", "on"]
     argv += ["--backend", "tensorflow", "jax", "--csv", str(out)]

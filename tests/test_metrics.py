@@ -1,3 +1,5 @@
+import shutil
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,27 @@ def test_inception_features_shape_offline():
     assert features.shape == (2, 2048)
     with pytest.raises(ValueError, match="Expected RGB images"):
         metrics.inception_features(np.zeros((2, 28, 28, 1)), weights=None)
+
+
+def test_offline_reference_is_computed_once_per_classifier_file(
+    classifier_dir, outputs, tmp_path
+):
+    _, out = outputs
+    model, _ = metrics.mnist_classifier(classifier_dir)
+    features, floor = metrics.offline_mnist_reference(model, classifier_dir)
+    np.testing.assert_allclose(features, out["train"][0], rtol=1e-6)
+    assert floor["fcd_real_floor"] == pytest.approx(
+        metrics.frechet_distance(out["train"][0], out["test"][0]), rel=1e-6
+    )
+    assert floor["classifier_score_real"] == pytest.approx(
+        metrics.classifier_score(out["test"][1]), rel=1e-6
+    )
+    again, floor_again = metrics.offline_mnist_reference(model, classifier_dir)
+    assert again is features and floor_again == floor
+    # Another classifier file (a rebuild, another folder) is scored afresh.
+    path = metrics.classifier_path(classifier_dir)
+    shutil.copy(path, tmp_path)
+    shutil.copy(path.replace(".keras", ".json"), tmp_path)
+    fresh, _ = metrics.offline_mnist_reference(model, tmp_path)
+    assert fresh is not features
+    np.testing.assert_array_equal(fresh, features)

@@ -139,6 +139,8 @@ PARITY = [
 
 
 def test_two_processes_train_like_one(tmp_path, one_device_per_process):
+    """Slow (about 50-70 s): two launches (one process, then two), each importing
+    the backend and compiling its step."""
     one, two = tmp_path / "one", tmp_path / "two"
     # One process of a one-process cluster, so that both runs take the same
     # multi-process code path (on TensorFlow: XLA over the gradients alone,
@@ -171,6 +173,8 @@ WORKER = os.path.join(os.path.dirname(__file__), "multiprocess_worker.py")
 def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     tmp_path, one_device_per_process
 ):
+    """Slow (about 80-110 s): three launches of two processes, and the survivor
+    waits out the heartbeat time-out (30 s) before it names the lost peer."""
     # Uninterrupted, for reference.
     status, lines = _launch([WORKER, str(tmp_path / "ref"), str(tmp_path / "b0")])
     assert status == 0, "\n".join(lines[-30:])
@@ -269,6 +273,7 @@ def test_a_batch_that_does_not_split_over_the_processes_is_refused(
 def test_weak_scaling_reports_images_per_second_and_efficiency(
     tmp_path, one_device_per_process, capsys
 ):
+    """Slow (about 40-65 s): five launched processes (1, 2 connected, 2 unconnected)."""
     from keras_tpugan import cli
     from keras_tpugan.scaling import weak_scaling
 

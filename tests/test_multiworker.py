@@ -29,6 +29,7 @@ def _one_process(path, kind):
 
 
 def test_two_workers_match_one_replica(tmp_path):
+    """Slow (about 40-60 s): four processes, each importing TensorFlow."""
     one = _one_process(tmp_path / "one.json", "cpu")
     cluster = {"worker": [f"localhost:{port}" for port in launcher.free_ports(2)]}
     workers = []
@@ -50,9 +51,9 @@ def test_two_workers_match_one_replica(tmp_path):
     assert one["replicas"] == single["replicas"] == 1
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
-    # jit_compile="auto" keeps XLA on one device, not under the multi-worker
-    # strategy on CPUs (slower there).
-    assert [r["auto_xla"] for r in (one, single, *results)] == [True] + [False] * 3
+    # jit_compile="auto" leaves XLA off on this CPU-only machine, as Keras's
+    # own "auto" does, on one device and under the multi-worker strategy.
+    assert [r["auto_xla"] for r in (one, single, *results)] == [False] * 4
     for result in [one, single, *results]:
         # Read locally on each worker (`TensorFlowGANStep.get_metrics_result`),
         # the metrics are the epoch's logs.

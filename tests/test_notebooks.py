@@ -52,6 +52,7 @@ def _text(notebook):
 
 
 def test_quickstart_runs(tmp_path):
+    """Slow (about 35 s): a new kernel imports TensorFlow, compiles and trains."""
     out = tmp_path / "q"
     nb = _execute(
         "01_quickstart_mnist.ipynb",
@@ -76,6 +77,8 @@ def test_quickstart_runs(tmp_path):
 
 
 def test_quickstart_runs_on_jax(tmp_path):
+    """Slow (about 55-65 s): a new kernel imports JAX, compiles and trains, then
+    scores the samples."""
     out = tmp_path / "j"
     nb = _execute(
         "01_quickstart_mnist.ipynb",
@@ -93,6 +96,7 @@ def test_quickstart_runs_on_jax(tmp_path):
 
 
 def test_batch_size_study_runs(tmp_path):
+    """Slow (about 30-60 s): a new kernel runs a two-batch-size sweep."""
     out = tmp_path / "s"
     nb = _execute(
         "02_batch_size_study.ipynb",
@@ -110,6 +114,7 @@ def test_batch_size_study_runs(tmp_path):
 
 
 def test_keras_tuner_notebook_runs(tmp_path):
+    """Slow (about 25-65 s): a new kernel runs a two-trial keras-tuner search."""
     out = tmp_path / "t"
     nb = _execute(
         "03_keras_tuner_batch_size.ipynb",

@@ -36,6 +36,8 @@ def test_peers_refuses_unknown_modes():
 
 
 def test_bench_peers_from_the_script_writes_the_csv(tmp_path):
+    """Slow (about 50-65 s): a new process times every peer program, each traced
+    or compiled on its own."""
     out = tmp_path / "peers.csv"
     args = ["--batch-sizes", "8", "--steps", "8", "--repeats", "1", "--width", "8"]
     result = subprocess.run(

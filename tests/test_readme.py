@@ -19,6 +19,8 @@ def _python_block_after(heading):
 
 
 def test_the_keras_callbacks_example_runs(tmp_path, classifier_dir, capsys):
+    """Slow (about 20-25 s): the example trains for three epochs with every
+    callback, TensorBoard included."""
     code = _python_block_after("## Using Keras callbacks with the GAN")
     cwd = os.getcwd()
     os.chdir(tmp_path)

@@ -79,6 +79,8 @@ def _state(gan):
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
+    """Slow on JAX (about 15-35 s a recipe): three fits of four epochs, each
+    compiling its step."""
     reference, ref_history = _run(tmp_path / "a", recipe=recipe)
     with pytest.raises(RuntimeError, match="killed"):
         _run(tmp_path / "b", crash_after=2, recipe=recipe)

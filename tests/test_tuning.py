@@ -9,7 +9,8 @@ import pytest
 from keras_tpugan import distribute, tuning
 from keras_tpugan.config import TrainConfig
 
-SMOKE = TrainConfig.preset("smoke")
+# Plumbing, not quality: the smoke preset with the smallest networks.
+SMOKE = TrainConfig.preset("smoke").override(["width=8", "latent_dim=8"])
 
 
 def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
@@ -157,6 +158,7 @@ def test_time_to_fcd_is_the_default_and_reports_steps_images_seconds(
 def test_space_searches_any_setting_and_steps_to_fcd_ranks_by_steps(
     tmp_path, classifier_dir
 ):
+    """Slow (about 30 s): four keras-tuner trials, each a GAN built and trained."""
     hypermodel = _hypermodel(
         classifier_dir,
         batch_sizes=[32, 64],

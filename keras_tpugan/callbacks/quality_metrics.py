@@ -183,6 +183,11 @@ class QualityMetrics(GANCallback):
             return
         self.classifier, self.record = metrics.mnist_classifier(self.classifier_dir)
         real, held_out = self.real_images, self.held_out_images
+        if real is None and held_out is None:  # the same for every run
+            self.real_features, self.floor = metrics.offline_mnist_reference(
+                self.classifier, self.classifier_dir
+            )
+            return
         if real is None:
             real = data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
         if held_out is None:

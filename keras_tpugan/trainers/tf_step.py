@@ -430,11 +430,9 @@ class TensorFlowGANStep(GANStep):
         conflict = _mirrors(strategy) and _has_synchronized_batchnorm(
             self.generator, self.discriminator
         )
-        if jit_compile == "auto" and _multi_worker_on_cpus(strategy):
-            # Under MultiWorkerMirroredStrategy only the gradients can be
-            # XLA; on CPUs that made the step slower, not faster (two
-            # processes, batch 64 each: 44 ms a step with it, 30 without;
-            # one worker alone: 495-970 images/s with it, 1,877 without).
+        if jit_compile == "auto" and not _has_accelerator():
+            # Keras's own "auto": no XLA on CPU-only machines, where it
+            # often makes a model slower (README, "XLA and jit_compile").
             return False
         if not conflict:
             return jit_compile is not False
@@ -473,10 +471,9 @@ def _mirrors(strategy):
     )
 
 
-def _multi_worker_on_cpus(strategy):
-    return isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ) and not tf.config.list_logical_devices("GPU")
+def _has_accelerator():
+    # Keras's test for its own jit_compile="auto": any device but a CPU.
+    return any(d.device_type != "CPU" for d in tf.config.list_physical_devices())
 
 
 def _dense(grads):
