@@ -7,6 +7,7 @@ the backend Keras runs on, and both are used the same way:
 `with strategy.scope(): ...` around building and compiling the GAN.
 """
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -15,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import time
 
 import keras
 import numpy as np
@@ -524,8 +526,10 @@ def release_unused_iterators():
     `GAN.fit` and `GAN.evaluate` call it when they end, and each new
     iterator of a `shard_over_processes` dataset calls it when it starts:
     the iterators Keras has dropped since are deleted beside the training
-    loop instead of inside it (see `_deleting_iterators_aside`). The thread is
-    not a daemon, so a process ends only once they are deleted.
+    loop instead of inside it (see `_deleting_iterators_aside`). At exit the
+    process deletes the iterators left and waits for the deletions, at most
+    `EXIT_WAIT_SECONDS`: after a lost peer a deletion may never return, and
+    the process must still end (the threads are daemons for that).
 
     Returns:
         The `threading.Thread` deleting them, started, or `None` when no
@@ -544,11 +548,35 @@ def release_unused_iterators():
     if not unused:
         return None
     thread = threading.Thread(
-        target=unused.clear, name="keras_tpugan-iterator-deletion"
+        target=unused.clear, name="keras_tpugan-iterator-deletion", daemon=True
     )
     thread.start()
+    _DELETIONS[:] = [t for t in _DELETIONS if t.is_alive()] + [thread]
     del unused  # the thread's reference is the last one
     return thread
+
+
+# How long a process waits at exit for its iterators' deletions (each takes
+# 1-2 s with live peers; with a lost peer one may wait for ever).
+EXIT_WAIT_SECONDS = 10.0
+_DELETIONS = []
+
+
+@atexit.register
+def _finish_deletions():
+    with _ITERATORS_LOCK:
+        left = list(_ITERATORS)
+        _ITERATORS.clear()
+    if left:
+        thread = threading.Thread(
+            target=left.clear, name="keras_tpugan-iterator-deletion", daemon=True
+        )
+        thread.start()
+        _DELETIONS.append(thread)
+        del left
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    for thread in _DELETIONS:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _one_device(device, default):

@@ -143,7 +143,9 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     del dropped, batches
     assert gone() is not None  # kept for the deletion thread
     thread = distribute.release_unused_iterators()
-    assert isinstance(thread, threading.Thread) and not thread.daemon
+    # A daemon, which the process waits for at exit for a bounded time only.
+    assert isinstance(thread, threading.Thread) and thread.daemon
+    assert thread in distribute._DELETIONS
     thread.join(timeout=60)
     assert gone() is None
     # An iterator still held is left alone, and released once dropped.
