@@ -615,6 +615,8 @@ FLAT_CASES = [
 @pytest.mark.jax_only
 @pytest.mark.parametrize("case", FLAT_CASES)
 def test_flat_all_reduce_gives_the_weights_and_logs_of_one_device(case):
+    """Slow (up to about 20 s a case): a 4-device training compiled with
+    `jax.shard_map`, beside the shared 1-device reference."""
     # Each device's own examples under jax.shard_map, the gradients and
     # logged shares summed as one buffer: the same as one device.
     gan_kwargs, compile_kwargs = PARITY_CASES[case]

@@ -87,6 +87,7 @@ def _ema_run(callbacks=(), **adam_kwargs):
 
 
 def test_optimizer_use_ema_and_swap_ema_weights_as_on_a_plain_model():
+    """Slow (about 15-20 s): several GANs trained, each compiling its step."""
     plain = _ema_run()
     # An average that only holds the last value: the trained weights.
     for a, b in zip(_ema_run(use_ema=True, ema_momentum=0.0), plain, strict=True):
@@ -244,6 +245,9 @@ def test_labels_that_are_not_class_ids_are_refused_before_training(labels, messa
 def test_keras_tuner_objective_on_fcd_takes_the_best_scored_epoch(
     tmp_path, classifier_dir
 ):
+    """Slow in setup (about 75 s) when it is its worker's first test to need
+    the metric classifier: the setup trains it, or waits for the other worker
+    to finish training it."""
     import keras_tuner as kt
 
     fcds = []

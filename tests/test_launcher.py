@@ -171,6 +171,8 @@ print("same settings on", ktg.distribute.process_count(strategy), "processes")
 def test_processes_started_with_different_settings_are_refused(
     tmp_path, one_device_per_process, differ
 ):
+    """Slow (up to about 20 s): two launched processes, each importing the
+    backend and starting its strategy."""
     lines = []
     script = _script(tmp_path, SETTINGS)
     command = [script, "DIFFER"] if differ else [script]

@@ -9,6 +9,8 @@ pytestmark = pytest.mark.both_backends
 
 @pytest.mark.parametrize("shape", [(28, 28, 1), (32, 32, 3), (64, 64, 3)])
 def test_shapes(shape):
+    """Slow on JAX in the parallel suite (up to about 35 s): the networks run
+    eagerly, and JAX compiles each op the first time it runs."""
     g = models.dcgan_generator(latent_dim=16, image_shape=shape, width=16)
     d = models.dcgan_discriminator(image_shape=shape, width=16)
     assert g.output_shape == (None, *shape)
