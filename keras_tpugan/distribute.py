@@ -547,12 +547,20 @@ def release_unused_iterators():
         _ITERATORS[:] = [it for it in _ITERATORS if all(it is not u for u in unused)]
     if not unused:
         return None
+    return _delete_aside(unused)
+
+
+def _delete_aside(iterators):
+    """Clears the list on a daemon thread, kept for the exit wait.
+
+    The list must hold the iterators' last references, so that they are
+    deleted there.
+    """
     thread = threading.Thread(
-        target=unused.clear, name="keras_tpugan-iterator-deletion", daemon=True
+        target=iterators.clear, name="keras_tpugan-iterator-deletion", daemon=True
     )
     thread.start()
     _DELETIONS[:] = [t for t in _DELETIONS if t.is_alive()] + [thread]
-    del unused  # the thread's reference is the last one
     return thread
 
 
@@ -568,12 +576,7 @@ def _finish_deletions():
         left = list(_ITERATORS)
         _ITERATORS.clear()
     if left:
-        thread = threading.Thread(
-            target=left.clear, name="keras_tpugan-iterator-deletion", daemon=True
-        )
-        thread.start()
-        _DELETIONS.append(thread)
-        del left
+        _delete_aside(left)
     deadline = time.monotonic() + EXIT_WAIT_SECONDS
     for thread in _DELETIONS:
         thread.join(max(0.0, deadline - time.monotonic()))
