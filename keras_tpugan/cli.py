@@ -26,6 +26,8 @@ EXAMPLES = {
   keras-tpugan train --preset smoke --set epochs=2 --set batch_size=32 --out runs/smoke
   keras-tpugan train --preset mnist-tpu --out runs/mnist-tpu
   keras-tpugan train --backend jax --preset mnist-tpu --out runs/mnist-tpu-jax
+  keras-tpugan train --data photos/ --image-size 64 --out runs/photos
+  keras-tpugan train --data cifar10 --image-size 32 --preset smoke --out runs/c10
 """,
     "sweep": """examples:
   keras-tpugan sweep --preset smoke --batch-sizes 32 64 --epochs 2 --out runs/s
@@ -121,6 +123,28 @@ def _parser():
         default=[],
         metavar="KEY=VALUE",
         help="override a setting of the preset (repeatable)",
+    )
+    train.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH_OR_TFDS_NAME",
+        help="a folder of images (flat, or a subfolder per class) or a TFDS "
+        "name (cifar10, celeb_a, ...) in place of the preset's data",
+    )
+    train.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="bring every image to NxN (centre crop, then resize); required "
+        "for folders",
+    )
+    train.add_argument(
+        "--channels",
+        type=int,
+        choices=(1, 3),
+        default=None,
+        help="1 (grey) or 3 (RGB); default: as the data",
     )
     train.add_argument("--out", required=True, help="run directory")
     train.add_argument("--quiet", action="store_true", help="one line per epoch")
@@ -377,7 +401,15 @@ def main(argv=None):
 def _config(args, **changes):
     from keras_tpugan.config import TrainConfig
 
-    config = TrainConfig.preset(args.preset).override(args.set)
+    config = TrainConfig.preset(args.preset)
+    data = getattr(args, "data", None)
+    if data is not None:
+        # Other data than the preset's: its source is found anew (a preset
+        # for the offline MNIST subset would refuse any other data).
+        config = dataclasses.replace(config, dataset=data, source="auto")
+    config = config.override(args.set)
+    changes["image_size"] = getattr(args, "image_size", None)
+    changes["channels"] = getattr(args, "channels", None)
     changes = {k: v for k, v in changes.items() if v is not None}
     return dataclasses.replace(config, **changes)
 

@@ -7,6 +7,7 @@ import typing
 from keras_tpugan import (
     data,
     distribute,
+    image_files,
     large_batch,
     losses,
     models,
@@ -33,9 +34,17 @@ class TrainConfig:
     2
     """
 
-    # Data: a TFDS name, a folder, with `source` "auto" | "tfds" | "offline".
+    # Data: a TFDS name or a folder of images, with `source` "auto" |
+    # "tfds" | "offline" (for names); the size to bring every image to (an
+    # int: square; None: the data's own, required for folders), the
+    # channels (1, 3; None: the data's), how another aspect ratio is
+    # fitted ("crop", "pad", "squash") and a random left-right mirror.
     dataset: str = "mnist"
     source: str = "auto"
+    image_size: int | None = None
+    channels: int | None = None
+    resize: str = "crop"
+    xflip: bool = False
     # Train a class-conditional GAN on (images, labels).
     conditional: bool = False
     # The dataset's held-out split, evaluated after every epoch (`val_*`
@@ -162,6 +171,8 @@ class TrainConfig:
                 )
         checks = {
             "source": data.SOURCES,
+            "resize": image_files.RESIZE_POLICIES,
+            "channels": (None, 1, 3),
             "norm": models.NORMS,
             "d_norm": models.D_NORMS,
             "loss": tuple(losses.LOSSES),
@@ -224,6 +235,11 @@ class TrainConfig:
             raise ValueError(
                 "Expected collective_timeout_seconds > 0 or None. Received: "
                 f"{self.collective_timeout_seconds}."
+            )
+        if self.image_size is not None and self.image_size < 1:
+            raise ValueError(
+                "Expected image_size >= 1 or None (the data's own size). "
+                f"Received: image_size={self.image_size}."
             )
         if self.warmup_epochs < 0:
             raise ValueError(

@@ -14,6 +14,8 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from keras_tpugan import image_files
+
 logger = logging.getLogger("keras_tpugan")
 # The datasets `load_images` made (weakly held).
 _NORMALIZED = weakref.WeakSet()
@@ -38,36 +40,62 @@ def load_images(
     shuffle=True,
     seed=0,
     image_size=None,
+    channels=None,
+    resize="crop",
+    xflip=False,
+    image_key=None,
+    label_key=None,
     data_dir=None,
     return_info=False,
 ):
     """Loads images as a batched `tf.data.Dataset` in [-1, 1].
 
+    The images are read once and held in memory as they came (uint8 for
+    files, TFDS and uint8 arrays: a quarter of float32's memory); each
+    batch is gathered and scaled to float32 [-1, 1] as it is read. Every
+    epoch is one permutation of the whole dataset, a function of `seed`
+    and the epoch alone (see `set_epoch`), so a resumed run sees the
+    batches of an uninterrupted one, and the batch is the same whatever
+    the replica or process count.
+
     Args:
-        data: A TFDS dataset name (`"mnist"`, `"cifar10"`, ...), a folder of
-            images (one subfolder per class), a numpy array of images
-            `(n, h, w)` or `(n, h, w, c)`, or a tuple `(images, labels)`.
-            uint8 arrays and arrays with values above 1 are read as 0-255
-            pixels, other arrays with no negative values as [0, 1], the rest
-            as [-1, 1].
+        data: A TFDS dataset name (`"mnist"`, `"cifar10"`, `"celeb_a"`,
+            ...), a folder of images (flat, or one subfolder per class;
+            searched recursively; png, jpg, webp, bmp), a numpy array of
+            images `(n, h, w)` or `(n, h, w, c)`, a tuple `(images,
+            labels)`, or a `tf.data.Dataset` of images or `(image, label)`
+            pairs (batched or not). uint8 data and data with values above
+            1 are read as 0-255 pixels, other data with no negative values
+            as [0, 1], the rest as [-1, 1].
         split: The TFDS split; for the offline MNIST subset `"train"`
             (4,000 images), `"test"` (1,000) or `"all"`.
         batch_size: The GLOBAL batch size (over all replicas).
-        labels: If True the dataset yields `(images, labels)`.
+        labels: If True the dataset yields `(images, labels)`: the class
+            subfolders of a folder, TFDS's label feature, the given labels.
         source: For a dataset name: `"tfds"`, `"offline"` (the MNIST subset),
             or `"auto"`: TFDS when its data is on disk or can be downloaded,
             else, for MNIST, the offline subset. The source used is logged.
-        shuffle: Shuffle, in an order that is a function of the seed and the
-            epoch alone (see `set_epoch`), so that resumed runs are exact.
-            The pipeline itself reads the epoch, so the order holds through
-            any `.map()` or `.filter()` you add.
-            Each window of 10,000 images is permuted (the whole dataset
-            when it is smaller).
-        seed: Shuffle seed.
-        image_size: `(height, width)` to resize to (required for folders).
+        shuffle: A new permutation of the whole dataset every epoch; False:
+            the stored order (folders: sorted paths).
+        seed: Seed of the permutation and of `xflip`.
+        image_size: An int (square) or `(height, width)` to bring every
+            image to (required for folders; default: the data's own size).
+        channels: 1 (grey) or 3 (RGB) to convert to; None: as the data
+            (for folders: 1 if every image is grey, else 3).
+        resize: How an image of another aspect ratio is brought to
+            `image_size`: `"crop"` (the largest centred window, then
+            resize; the default), `"pad"` (black borders) or `"squash"`.
+        xflip: Mirror each image left-right with probability 1/2, drawn
+            from (seed, epoch, position in the epoch), as StyleGAN's
+            `--mirror`: replica parity and exact resume still hold.
+        image_key: The TFDS feature that holds the image (default:
+            `"image"`, else the dataset's only image feature).
+        label_key: The TFDS feature that holds the label (default:
+            `"label"` when the dataset has it).
         data_dir: TFDS data directory.
-        return_info: If True, also return a dict with `source`,
-            `num_examples`, `image_shape` and `num_classes`.
+        return_info: If True, also return a dict with `source`, `name`,
+            `num_examples`, `image_shape`, `num_classes`, `class_names`
+            and `memory_bytes` (the images held in memory).
 
     Returns:
         The dataset, or `(dataset, info)` when `return_info` is True.
@@ -87,34 +115,133 @@ def load_images(
             "Expected a positive integer `batch_size`. Received: "
             f"batch_size={batch_size!r}."
         )
-    if isinstance(data, str) and os.path.isdir(data):
-        ds, info = _from_folder(data, image_size)
+    size = image_files.check_size(image_size)
+    image_files.check_channels(channels)
+    image_files.check_resize(resize)
+    if isinstance(data, tf.data.Dataset):
+        images, class_ids, info = _from_dataset(data)
+    elif isinstance(data, str) and os.path.isdir(data):
+        images, class_ids, names = image_files.read_folder(
+            data, size, channels=channels, resize=resize
+        )
+        info = _info("folder", data, class_ids, names)
+        logger.info("training data = the image folder %r.", data)
     elif isinstance(data, str):
-        ds, info = _from_name(data, split, source, data_dir)
+        images, class_ids, info = _from_name(
+            data, split, source, data_dir, size, resize, image_key, label_key
+        )
     else:
-        ds, info = _from_arrays(data)
-    if image_size is not None and info["source"] != "folder":
-        ds = ds.map(lambda x, y: (tf.image.resize(x, image_size), y))
-        info["image_shape"] = (*image_size, info["image_shape"][-1])
-    n = info["num_examples"]
-    if n is not None and n < batch_size:
+        images, class_ids, info = _from_arrays(data)
+    if size is not None and images.shape[1:3] != size:
+        images = np.stack([image_files.fit_image(x, size, resize) for x in images])
+    images = image_files.convert_channels(images, channels)
+    if labels and class_ids is None:
+        raise ValueError(
+            f"Expected labelled data with labels=True. Received: {info['name']!r} "
+            f"({info['source']}), which has no labels. "
+            + (
+                "Put each class's images in a subfolder of its own, or train "
+                "without labels (conditional=False)."
+                if info["source"] == "folder"
+                else "Name its label feature with `label_key`, or train "
+                "without labels (conditional=False)."
+            )
+        )
+    n = len(images)
+    info.update(
+        num_examples=n,
+        image_shape=tuple(int(d) for d in images.shape[1:]),
+        memory_bytes=int(images.nbytes),
+    )
+    if n < batch_size:
         raise ValueError(
             f"Expected batch_size <= the {n} images of {info['name']!r} "
             f"({info['source']}). Received: batch_size={batch_size}; with "
             "drop_remainder=True the dataset would yield nothing. Use a "
             "smaller batch size."
         )
-    ds = ds.cache()
-    if shuffle:
-        ds = _shuffle_by_epoch(ds, min(n or 10_000, 10_000), seed)
-    ds = ds.batch(batch_size, drop_remainder=True)
-    if n is not None:
-        ds = ds.apply(tf.data.experimental.assert_cardinality(n // batch_size))
-    if not labels:
-        ds = ds.map(lambda x, y: x)
-    ds = ds.prefetch(tf.data.AUTOTUNE)
+    logger.info(
+        "%d images of shape %s in memory: %.1f MB (%s).",
+        n,
+        info["image_shape"],
+        images.nbytes / 1e6,
+        images.dtype,
+    )
+    ds = _epoch_batches(
+        images,
+        np.zeros(n, "int32") if class_ids is None else class_ids,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        xflip=xflip,
+        labels=labels,
+    )
     _NORMALIZED.add(ds)
     return (ds, info) if return_info else ds
+
+
+def _info(source, name, class_ids, class_names=None, num_classes=None):
+    if class_ids is not None and num_classes is None:
+        num_classes = len(class_names) if class_names else int(class_ids.max()) + 1
+    return {
+        "source": source,
+        "name": name,
+        "num_examples": None,
+        "image_shape": None,
+        "num_classes": num_classes,
+        "class_names": None if class_names is None else list(class_names),
+        "memory_bytes": None,
+    }
+
+
+def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
+    """Global batches of one permutation per epoch, gathered from memory."""
+    n = len(images)
+    steps = n // batch_size
+    stored = tf.constant(images)
+    class_ids = tf.constant(class_ids, "int32")
+    epoch = _epoch_variable()
+
+    def one_epoch(_):
+        # Read when a pass over the data starts: the order of epoch e is a
+        # function of (seed, e) alone, in any process.
+        e = epoch.read_value()
+        key = tf.constant(seed, "int64")
+        if shuffle:
+            keys = tf.random.stateless_uniform([n], seed=tf.stack([key, 2 * e]))
+            order = tf.argsort(keys, stable=True)
+        else:
+            order = tf.range(n)
+        if xflip:
+            flips = (
+                tf.random.stateless_uniform([n], seed=tf.stack([key, 2 * e + 1])) < 0.5
+            )
+        else:
+            flips = tf.zeros([n], "bool")
+        used = steps * batch_size
+        return tf.data.Dataset.from_tensor_slices(
+            (
+                tf.reshape(order[:used], [steps, batch_size]),
+                tf.reshape(flips[:used], [steps, batch_size]),
+            )
+        )
+
+    def gather(order, flips):
+        batch = _to_unit(tf.gather(stored, order))
+        batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
+        return (batch, tf.gather(class_ids, order)) if labels else batch
+
+    ds = tf.data.Dataset.range(1).flat_map(one_epoch)
+    ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _to_unit(batch):
+    """A stored batch (uint8 pixels, or float32 already in [-1, 1]) in [-1, 1]."""
+    if batch.dtype == tf.uint8:
+        return tf.cast(batch, "float32") / 127.5 - 1.0
+    return tf.cast(batch, "float32")
 
 
 def is_normalized(dataset):
@@ -183,27 +310,6 @@ def _epoch_variable():
         return tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
 
 
-def _shuffle_by_epoch(ds, window, seed):
-    # tf.data's shuffle reshuffles per iterator, counting from 0 in every
-    # process, and mixes in TensorFlow's global seed. Here each element gets
-    # a stateless random key from (seed, epoch, index) and every window of
-    # `window` elements is sorted by it: the order of epoch e is the same in
-    # any process, so a resumed run sees the same batches.
-    epoch = _epoch_variable()
-
-    def add_key(index, element):
-        epoch_seed = tf.constant(seed, "int64") * 1_000_003 + epoch.read_value()
-        key = tf.random.stateless_uniform([], seed=tf.stack([epoch_seed, index]))
-        return key, element
-
-    def sort_window(keys, element):
-        order = tf.argsort(keys)
-        return tf.nest.map_structure(lambda t: tf.gather(t, order), element)
-
-    ds = ds.enumerate().map(add_key, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.batch(window).map(sort_window).unbatch()
-
-
 def offline_mnist(split="all"):
     """The offline MNIST subset as numpy arrays.
 
@@ -239,12 +345,7 @@ def _offline_mnist_arrays():
     return x, y
 
 
-def _normalize(images):
-    images = tf.cast(images, "float32")
-    return images / 127.5 - 1.0
-
-
-def _from_name(name, split, source, data_dir):
+def _from_name(name, split, source, data_dir, size, resize, image_key, label_key):
     if source not in SOURCES:
         raise ValueError(
             f"Expected `source` in {SOURCES}. Received: source={source!r}."
@@ -254,8 +355,9 @@ def _from_name(name, split, source, data_dir):
         if source == "offline" and name != "mnist":
             raise ValueError(
                 f"TFDS has no data for {name!r} in {data_dir or 'its data dir'} "
-                "and cannot download it (no network). Download it on a machine "
-                "with internet (`tfds build`) or pass a folder or arrays."
+                "and cannot download it (no network, or no such dataset). "
+                "Download it on a machine with internet (`tfds build "
+                f"{name}`), or pass a folder or arrays."
             )
     if source == "offline":
         if name != "mnist":
@@ -270,28 +372,78 @@ def _from_name(name, split, source, data_dir):
             len(x),
             split,
         )
-        ds, info = _from_arrays((x, y))
-        info.update(source="offline", name="mnist")
-        return ds, info
+        return x, y, _info("offline", "mnist", y, num_classes=10)
+    return _from_tfds(name, split, data_dir, size, resize, image_key, label_key)
+
+
+def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
+    """A TFDS split in memory: its image feature (uint8) and label, if any."""
     import tensorflow_datasets as tfds
 
-    ds, tfds_info = tfds.load(
-        name, split=split, data_dir=data_dir, as_supervised=True, with_info=True
+    ClassLabel, Image = tfds.features.ClassLabel, tfds.features.Image
+
+    ds, tfds_info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+    features = tfds_info.features
+    images_found = [k for k, f in features.items() if isinstance(f, Image)]
+    if image_key is None:
+        image_key = "image" if "image" in images_found else None
+        if image_key is None and len(images_found) == 1:
+            image_key = images_found[0]
+    if image_key not in images_found:
+        raise ValueError(
+            f"Expected `image_key` to name an image feature of TFDS {name!r}: "
+            f"one of {images_found}. Received: image_key={image_key!r}."
+        )
+    if (
+        label_key is None
+        and "label" in features
+        and isinstance(features["label"], ClassLabel)
+    ):
+        label_key = "label"
+    num_classes = None
+    if label_key is not None:
+        if label_key not in features or not isinstance(features[label_key], ClassLabel):
+            labels_found = [
+                k
+                for k, f in features.items()
+                if isinstance(f, tfds.features.ClassLabel)
+            ]
+            raise ValueError(
+                f"Expected `label_key` to name a class-label feature of TFDS "
+                f"{name!r}: one of {labels_found}. Received: label_key={label_key!r}."
+            )
+        num_classes = features[label_key].num_classes
+    logger.info(
+        "training data = TFDS %r split %r (image %r, label %r).",
+        name,
+        split,
+        image_key,
+        label_key,
     )
-    logger.info("training data = TFDS %r split %r.", name, split)
-    try:
-        n = int(tfds_info.splits[split].num_examples) or None
-    except (KeyError, ValueError, TypeError):
-        n = None
-    label = tfds_info.features["label"] if "label" in tfds_info.features else None
-    ds = ds.map(lambda x, y: (_normalize(x), tf.cast(y, "int32")), tf.data.AUTOTUNE)
-    return ds, {
-        "source": "tfds",
-        "name": name,
-        "num_examples": n,
-        "image_shape": tuple(tfds_info.features["image"].shape),
-        "num_classes": getattr(label, "num_classes", None),
-    }
+    shape = features[image_key].shape
+    fixed = None not in shape
+    if not fixed and size is None:
+        raise ValueError(
+            f"Expected image_size for TFDS {name!r}: its images have no fixed "
+            f"size ({shape}). Received: image_size=None."
+        )
+
+    def pick(example):
+        label = example[label_key] if label_key else tf.constant(0, "int64")
+        return example[image_key], tf.cast(label, "int32")
+
+    ds = ds.map(pick, num_parallel_calls=tf.data.AUTOTUNE)
+    images, class_ids = [], []
+    # Same-size images come in blocks; others one by one, fitted as read.
+    for x, y in tfds.as_numpy(ds.batch(1024) if fixed else ds):
+        x = x if fixed else image_files.fit_image(x, size, resize)[None]
+        if fixed and size is not None and x.shape[1:3] != size:
+            x = np.stack([image_files.fit_image(i, size, resize) for i in x])
+        images.append(x)
+        class_ids.append(np.reshape(y, -1))
+    images = np.concatenate(images).astype("uint8", copy=False)
+    class_ids = np.concatenate(class_ids) if label_key else None
+    return images, class_ids, _info("tfds", name, class_ids, num_classes=num_classes)
 
 
 def _tfds_available(name, data_dir):
@@ -320,62 +472,70 @@ def _from_arrays(data):
             "Expected a non-empty image array of shape (n, h, w) or (n, h, w, "
             f"c). Received: shape {images.shape}."
         )
-    if labels is None:
-        labels = np.zeros(len(images), "int32")
-        num_classes = None
-    else:
-        labels = np.asarray(labels).astype("int32").reshape(-1)
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.ndim > 1 and not (labels.ndim == 2 and labels.shape[1] == 1):
+            raise ValueError(
+                "Expected integer class ids, one per image (shape (n,)). "
+                f"Received: labels of shape {labels.shape} (one-hot? use "
+                "`labels.argmax(-1)`)."
+            )
+        labels = labels.astype("int32").reshape(-1)
         if len(labels) != len(images):
             raise ValueError(
                 f"Expected one label per image ({len(images)}). Received: "
                 f"{len(labels)} labels."
             )
-        num_classes = int(labels.max()) + 1
-    images = _scale_to_unit(images)
-    ds = tf.data.Dataset.from_tensor_slices((images, labels))
-    return ds, {
-        "source": "numpy",
-        "name": "arrays",
-        "num_examples": len(images),
-        "image_shape": images.shape[1:],
-        "num_classes": num_classes,
-    }
+    return _stored(images), labels, _info("numpy", "arrays", labels)
 
 
-def _scale_to_unit(images):
-    if images.dtype == np.uint8 or images.max() > 1.0:
+def _from_dataset(dataset):
+    """A user's `tf.data.Dataset` (batched or not) read into memory."""
+    spec = dataset.element_spec
+    parts = spec if isinstance(spec, tuple) else (spec,)
+    if (
+        isinstance(spec, dict)
+        or len(parts) > 2
+        or any(not isinstance(p, tf.TensorSpec) for p in parts)
+    ):
+        raise ValueError(
+            "Expected a tf.data.Dataset of images or (images, labels). "
+            f"Received: element_spec {spec}. Map it to one of those first, "
+            "for example `ds.map(lambda e: (e['image'], e['label']))`."
+        )
+    if parts[0].shape.rank == 4:
+        dataset = dataset.unbatch()
+    elif parts[0].shape.rank not in (2, 3):
+        raise ValueError(
+            "Expected images of shape (h, w), (h, w, c) or batches of them. "
+            f"Received: element_spec {spec}."
+        )
+    blocks = [b for b in dataset.batch(1024).as_numpy_iterator()]
+    if not blocks:
+        raise ValueError("Expected a dataset that yields images. Received: none.")
+    if len(parts) == 2:
+        images = np.concatenate([b[0] for b in blocks])
+        labels = np.concatenate([b[1] for b in blocks])
+    else:
+        images, labels = np.concatenate(blocks), None
+    images, labels, info = _from_arrays((images, labels) if len(parts) == 2 else images)
+    info.update(source="dataset", name="tf.data")
+    return images, labels, info
+
+
+def _stored(images):
+    """Images as held in memory: uint8 pixels, or float32 in [-1, 1]."""
+    if images.dtype == np.uint8:
+        return images
+    if images.max() > 1.0:
+        if (
+            images.min() >= 0.0
+            and images.max() <= 255.0
+            and np.all(images == np.round(images))
+        ):
+            return images.astype("uint8")
         return images.astype("float32") / 127.5 - 1.0
     images = images.astype("float32")
     if images.min() >= 0.0:
         return images * 2.0 - 1.0
     return images
-
-
-def _from_folder(directory, image_size):
-    import keras
-
-    if image_size is None:
-        raise ValueError(
-            f"Expected `image_size=(height, width)` for the image folder "
-            f"{directory!r}. Received: image_size=None."
-        )
-    ds = keras.utils.image_dataset_from_directory(
-        directory,
-        labels="inferred",
-        label_mode="int",
-        image_size=image_size,
-        batch_size=None,
-        shuffle=False,
-    )
-    class_names = list(ds.class_names)
-    n = int(ds.cardinality())
-    if n == 0:
-        raise ValueError(f"Expected images in {directory!r}. Received: none found.")
-    ds = ds.map(lambda x, y: (_normalize(x), tf.cast(y, "int32")), tf.data.AUTOTUNE)
-    return ds, {
-        "source": "folder",
-        "name": directory,
-        "num_examples": n,
-        "image_shape": (*image_size, 3),
-        "num_classes": len(class_names),
-    }

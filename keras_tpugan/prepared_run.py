@@ -114,6 +114,10 @@ def prepare(config, strategy=None, data=None):
         labels=config.conditional,
         source=config.source,
         seed=config.seed,
+        image_size=config.image_size,
+        channels=config.channels,
+        resize=config.resize,
+        xflip=config.xflip,
         return_info=True,
     )
     steps = (info["num_examples"] or 0) // config.batch_size or None
@@ -146,6 +150,9 @@ def _validation_data(config, replicas):
             labels=config.conditional,
             source=config.source,
             shuffle=False,
+            image_size=config.image_size,
+            channels=config.channels,
+            resize=config.resize,
             return_info=True,
         )
 

@@ -1,6 +1,7 @@
 """`train(config, workdir)`: one training run, as the CLI and notebooks do it."""
 
 import json
+import logging
 import os
 import time
 
@@ -10,6 +11,7 @@ from keras_tpugan import callbacks, distribute
 from keras_tpugan.prepared_run import build_gan, prepare
 
 __all__ = ["build_gan", "prepare", "train"]
+logger = logging.getLogger("keras_tpugan")
 
 
 def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
@@ -65,7 +67,10 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
-    if config.quality_every and tuple(info["image_shape"]) == (28, 28, 1):
+    unavailable = _unavailable_quality(config, info)
+    if unavailable and config.quality_every:
+        logger.warning("quality figures: %s.", unavailable)
+    elif config.quality_every:
         scoring = [
             callbacks.QualityMetrics(
                 every_n_epochs=config.quality_every,
@@ -128,12 +133,28 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
         "final": {k: float(v[-1]) for k, v in history.history.items()},
+        "image_shape": list(info["image_shape"]),
+        "quality_unavailable": unavailable,
         **_time_to_target(config, scoring),
     }
     if chief:
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def _unavailable_quality(config, info):
+    """Why this run gets no quality figures (None: it gets them)."""
+    if not config.quality_every:
+        return "off (quality_every=0)"
+    shape = tuple(info["image_shape"])
+    if shape != (28, 28, 1):
+        return (
+            "FCD, classifier score and KID unavailable for "
+            f"{'x'.join(map(str, shape))} images: they are scored with an "
+            "MNIST classifier, on 28x28x1 digits only"
+        )
+    return None
 
 
 def _quality_every_images(config, info):

@@ -297,3 +297,74 @@ def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
         "augment": ["none", "translation,cutout"],
     }
     assert cli.main([*argv, "--space", "warmup=0,5"]) == 2
+
+
+def _colour_folder(directory, classes=2, per_class=24, flat=False):
+    """RGB PNGs of 30x36 pixels, each class its own colour."""
+    rng = np.random.default_rng(0)
+    for label in range(classes):
+        folder = directory if flat else directory / f"class_{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 60, (30, 36, 3)).astype("uint8")
+            pixels[..., label % 3] += 180
+            Image.fromarray(pixels).save(folder / f"{label}_{i}.png")
+
+
+TINY_RUN = ["--preset", "smoke", "--set", "epochs=1", "--set", "batch_size=16"]
+TINY_RUN += ["--set", "width=8", "--set", "latent_dim=8", "--quiet"]
+
+
+def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys):
+    """Slow (about 15-25 s): two small training runs on a colour folder."""
+    _colour_folder(tmp_path / "images")
+    out = tmp_path / "run"
+    argv = ["train", "--data", str(tmp_path / "images"), "--image-size", "32"]
+    argv += [*TINY_RUN, "--set", "conditional=true", "--out", str(out)]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["data_source"] == "folder" and summary["num_examples"] == 48
+    assert summary["image_shape"] == [32, 32, 3]
+    assert "unavailable for 32x32x3 images" in summary["quality_unavailable"]
+    assert summary["validation_split"] is None  # a folder has no splits
+    grid = np.asarray(Image.open(out / "samples" / "epoch_0001.png"))
+    assert grid.ndim == 3 and grid.shape[-1] == 3  # colour, one row per class
+    config = json.loads((out / "config.json").read_text())
+    assert config["image_size"] == 32 and config["source"] == "auto"
+    # A flat folder has no classes: a conditional run is refused before
+    # any training step, in one line that says what to do.
+    _colour_folder(tmp_path / "flat", flat=True)
+    argv[2] = str(tmp_path / "flat")
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no labels" in err and "subfolder" in err and "\n" not in err
+    # Unconditional, a flat folder trains; grey at --channels 1.
+    argv = ["train", "--data", str(tmp_path / "flat"), "--image-size", "16"]
+    argv += [*TINY_RUN, "--channels", "1", "--out", str(tmp_path / "grey")]
+    assert cli.main(argv) == 0
+    summary = json.loads((tmp_path / "grey" / "summary.json").read_text())
+    assert summary["image_shape"] == [16, 16, 1]
+
+
+def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {
+        str(empty): "Received: an empty folder",
+        "cifar10": "cannot download",  # no network here, no TFDS data
+        "no_such_dataset": "cannot download",
+    }
+    for data, message in cases.items():
+        argv = ["train", "--data", data, "--image-size", "32", *TINY_RUN]
+        assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    _colour_folder(tmp_path / "few", classes=1, per_class=4)
+    argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "32", *TINY_RUN]
+    assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "batch_size <= the 4 images" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+    argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "30", *TINY_RUN]
+    assert cli.main([*argv, "--set", "batch_size=4", "--out", str(tmp_path)]) == 2
+    assert "side is 7 or 4 times a power of two" in capsys.readouterr().err

@@ -44,6 +44,9 @@ def test_load_offline_mnist(caplog):
         "num_examples": 4000,
         "image_shape": (28, 28, 1),
         "num_classes": 10,
+        "class_names": None,
+        # Held as uint8: a quarter of the 12,544,000 bytes of float32.
+        "memory_bytes": 4000 * 28 * 28,
     }
     images, labels = next(iter(ds))
     assert images.shape == (64, 28, 28, 1) and images.dtype == "float32"
@@ -149,3 +152,200 @@ def test_bad_input():
         data.load_images("cifar10", source="offline")
     with pytest.raises(ValueError, match="Expected `source`"):
         data.load_images("mnist", source="web")
+
+
+def _save(path, pixels, **kwargs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels).save(path, **kwargs)
+
+
+def _epoch(ds, epoch):
+    data.set_epoch(epoch)
+    try:
+        return list(ds.as_numpy_iterator())
+    finally:
+        data.set_epoch(0)
+
+
+def test_every_epoch_is_one_permutation_of_the_whole_dataset():
+    # 25,000 examples, their labels their ids, stored sorted: a permutation
+    # of windows of 10,000 would never bring the last ones to the front.
+    n = 25_000
+    images = np.zeros((n, 1, 1, 1), "uint8")
+    ds = data.load_images((images, np.arange(n)), batch_size=1000, labels=True)
+    epochs = [np.concatenate([b[1] for b in _epoch(ds, e)]) for e in (0, 1)]
+    for ids in epochs:
+        assert len(ids) == len(set(ids.tolist())) == n  # each example once
+    first = epochs[0][:1000]
+    assert (first >= 20_000).sum() > 100  # mixed over the whole dataset
+    assert not np.array_equal(epochs[0], epochs[1])
+    # A function of (seed, epoch) alone: another dataset, the same order.
+    again = data.load_images((images, np.arange(n)), batch_size=1000, labels=True)
+    np.testing.assert_array_equal(
+        np.concatenate([b[1] for b in _epoch(again, 1)]), epochs[1]
+    )
+    unshuffled = data.load_images(
+        (images, np.arange(n)), batch_size=1000, labels=True, shuffle=False
+    )
+    ordered = np.concatenate([b[1] for b in _epoch(unshuffled, 1)])
+    np.testing.assert_array_equal(ordered, np.arange(n))
+
+
+def test_xflip_mirrors_half_the_images_keyed_by_seed_and_epoch():
+    images = np.zeros((200, 2, 2, 1), "uint8")
+    images[:, :, 0] = 255  # left column white
+    ds = data.load_images(images, batch_size=50, xflip=True, seed=4)
+    epochs = [np.concatenate(_epoch(ds, e)) for e in (0, 1)]
+    for batch in epochs:
+        flipped = batch[:, 0, 0, 0] == -1.0  # left column now black
+        np.testing.assert_array_equal(batch[flipped, 0, 1, 0], 1.0)
+        np.testing.assert_array_equal(batch[~flipped, 0, 1, 0], -1.0)
+        assert 60 < flipped.sum() < 140
+    assert not np.array_equal(epochs[0], epochs[1])
+    same = data.load_images(images, batch_size=50, xflip=True, seed=4)
+    np.testing.assert_array_equal(np.concatenate(_epoch(same, 0)), epochs[0])
+    plain = data.load_images(images, batch_size=50)
+    assert np.all(np.concatenate([b for b in plain.as_numpy_iterator()])[:, 0, 0] == 1)
+
+
+def test_flat_folder_read_recursively_in_any_format_with_bad_files_skipped(tmp_path):
+    rows, cols = np.mgrid[0:12, 0:12]  # smooth, so that jpg keeps it
+    rgb = np.stack([rows * 20, cols * 20, rows + cols + 100], -1).astype("uint8")
+    _save(tmp_path / "a.png", rgb)
+    _save(tmp_path / "nested" / "deeper" / "b.bmp", rgb)
+    _save(tmp_path / "c.webp", rgb, lossless=True)
+    _save(tmp_path / "d.jpg", rgb, quality=95)
+    rgba = np.concatenate([rgb, np.full((12, 12, 1), 7, "uint8")], axis=-1)
+    _save(tmp_path / "e.png", rgba)
+    (tmp_path / "notes.txt").write_text("not an image")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    with pytest.warns(UserWarning, match=r"Skipped 2 of the 7 files .*broken\.png"):
+        ds, info = data.load_images(
+            str(tmp_path), image_size=12, batch_size=5, shuffle=False, return_info=True
+        )
+    assert info["source"] == "folder" and info["num_examples"] == 5
+    assert info["num_classes"] is None and info["image_shape"] == (12, 12, 3)
+    (batch,) = list(ds.as_numpy_iterator())
+    expected = rgb.astype("float32") / 127.5 - 1
+    # Sorted paths: a.png, c.webp, d.jpg, e.png, nested/deeper/b.bmp.
+    for i in (0, 1, 3, 4):  # lossless formats, RGBA's alpha dropped
+        np.testing.assert_allclose(batch[i], expected, atol=1e-6)
+    assert np.abs(batch[2] - expected).mean() < 0.1  # jpg
+    with pytest.raises(ValueError, match="has no labels.*subfolder"):
+        data.load_images(str(tmp_path), image_size=12, batch_size=5, labels=True)
+
+
+def test_grey_images_stay_grey_unless_channels_say_otherwise(tmp_path):
+    grey = np.arange(64, dtype="uint8").reshape(8, 8)
+    _save(tmp_path / "grey" / "a.png", grey)
+    _save(tmp_path / "grey" / "b.png", grey)
+    _, info = data.load_images(
+        str(tmp_path / "grey"), image_size=8, batch_size=2, return_info=True
+    )
+    assert info["image_shape"] == (8, 8, 1)
+    ds = data.load_images(
+        str(tmp_path / "grey"), image_size=8, channels=3, batch_size=2, shuffle=False
+    )
+    batch = next(ds.as_numpy_iterator())
+    assert batch.shape == (2, 8, 8, 3)
+    np.testing.assert_array_equal(batch[..., 0], batch[..., 2])
+    _save(tmp_path / "grey" / "c.png", np.full((8, 8, 3), [255, 0, 0], "uint8"))
+    ds, info = data.load_images(
+        str(tmp_path / "grey"), image_size=8, batch_size=3, return_info=True
+    )
+    assert info["image_shape"] == (8, 8, 3)  # one colour image: all RGB
+    ds = data.load_images(
+        str(tmp_path / "grey"), image_size=8, channels=1, batch_size=3, shuffle=False
+    )
+    red = next(ds.as_numpy_iterator())[2]
+    np.testing.assert_allclose(red, np.rint(0.299 * 255) / 127.5 - 1, atol=1e-6)
+
+
+def test_class_subfolders_give_labels_and_class_names(tmp_path):
+    for label, name in enumerate(["zebra", "ant"]):
+        for i in range(3 + label):
+            pixels = np.full((6, 6, 3), 40 * label, "uint8")
+            _save(tmp_path / name / ("sub" if i else "") / f"{i}.png", pixels)
+    ds, info = data.load_images(
+        str(tmp_path), image_size=6, batch_size=7, labels=True, return_info=True
+    )
+    assert info["class_names"] == ["ant", "zebra"] and info["num_classes"] == 2
+    images, labels = next(ds.as_numpy_iterator())
+    assert sorted(labels.tolist()) == [0, 0, 0, 0, 1, 1, 1]
+    # "ant" (label 0) holds the images of value 40.
+    np.testing.assert_allclose(images[labels == 0], 40 / 127.5 - 1, atol=1e-6)
+
+
+def test_resize_policies_crop_pad_or_squash_to_the_size():
+    wide = np.zeros((1, 4, 8, 1), "uint8")
+    wide[:, :, 4:] = 255  # right half white
+
+    def first(**kwargs):
+        ds = data.load_images(wide, batch_size=1, shuffle=False, **kwargs)
+        return next(ds.as_numpy_iterator())[0, ..., 0]
+
+    crop = first(image_size=4)  # the centred 4x4: columns 2 to 5
+    np.testing.assert_array_equal(crop[:, :2], -1.0)
+    np.testing.assert_array_equal(crop[:, 2:], 1.0)
+    pad = first(image_size=8, resize="pad")  # black rows above and below
+    np.testing.assert_array_equal(pad[:2], -1.0)
+    np.testing.assert_array_equal(pad[6:], -1.0)
+    np.testing.assert_array_equal(pad[2:6, 4:], 1.0)
+    squash = first(image_size=(4, 4), resize="squash")
+    assert squash.shape == (4, 4)
+    assert squash[:, 0].max() < -0.9 and squash[:, 3].min() > 0.9
+    tall = data.load_images(wide, batch_size=1, image_size=(6, 3), return_info=True)
+    assert tall[1]["image_shape"] == (6, 3, 1)
+
+
+def test_tfds_datasets_without_labels_under_mock_data():
+    # celeb_a: 218x178 RGB images, attributes and landmarks, no label.
+    with tfds.testing.mock_data(num_examples=6):
+        ds, info = data.load_images(
+            "celeb_a", source="tfds", image_size=16, batch_size=3, return_info=True
+        )
+        batches = list(ds.as_numpy_iterator())
+        with pytest.raises(ValueError, match="no labels.*label_key"):
+            data.load_images("celeb_a", source="tfds", image_size=16, labels=True)
+        with pytest.raises(ValueError, match=r"image_key.*\['image'\]"):
+            data.load_images("celeb_a", source="tfds", image_size=16, image_key="x")
+        with pytest.raises(ValueError, match="label_key.*Received: label_key='image'"):
+            data.load_images("mnist", source="tfds", labels=True, label_key="image")
+    assert info["source"] == "tfds" and info["num_classes"] is None
+    assert info["image_shape"] == (16, 16, 3) and info["num_examples"] == 6
+    assert len(batches) == 2 and batches[0].shape == (3, 16, 16, 3)
+    assert -1.0 <= batches[0].min() and batches[0].max() <= 1.0
+
+
+def test_a_tf_data_dataset_is_read_into_memory_and_scaled():
+    tf = pytest.importorskip("tensorflow")
+    images = np.arange(4 * 2 * 2, dtype="uint8").reshape(4, 2, 2, 1) * 10
+    pairs = tf.data.Dataset.from_tensor_slices((images, np.arange(4)))
+    for given in (pairs, pairs.batch(3)):  # one by one, or batched
+        ds, info = data.load_images(
+            given, batch_size=4, labels=True, shuffle=False, return_info=True
+        )
+        x, y = next(ds.as_numpy_iterator())
+        np.testing.assert_allclose(x, images / 127.5 - 1, atol=1e-6)
+        assert y.tolist() == [0, 1, 2, 3] and info["source"] == "dataset"
+    floats = tf.data.Dataset.from_tensor_slices(images.astype("float32") / 255)
+    x = next(data.load_images(floats, batch_size=4, shuffle=False).as_numpy_iterator())
+    np.testing.assert_allclose(x, images / 127.5 - 1, atol=1e-6)
+    with pytest.raises(ValueError, match="Map it to one of those"):
+        data.load_images(pairs.map(lambda x, y: {"image": x}), batch_size=2)
+
+
+def test_bad_images_and_sizes_are_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="Received: an empty folder"):
+        data.load_images(str(tmp_path), image_size=8)
+    (tmp_path / "a.txt").write_text("text")
+    with pytest.raises(ValueError, match=r"1 file\(s\), none of them a readable"):
+        data.load_images(str(tmp_path), image_size=8)
+    with pytest.raises(ValueError, match="positive int .* Received: image_size=0"):
+        data.load_images(np.zeros((2, 4, 4)), image_size=0)
+    with pytest.raises(ValueError, match="channels=1 .* Received: channels=4"):
+        data.load_images(np.zeros((2, 4, 4)), channels=4)
+    with pytest.raises(ValueError, match="Expected resize in"):
+        data.load_images(np.zeros((2, 4, 4)), resize="stretch")
+    with pytest.raises(ValueError, match="one-hot"):
+        data.load_images((np.zeros((2, 4, 4)), np.eye(2)), batch_size=1)

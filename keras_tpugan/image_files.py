@@ -1,0 +1,286 @@
+"""Reading image files and fitting images to one size, without TensorFlow.
+
+`read_folder` decodes a folder of image files (flat, or one subfolder per
+class, searched recursively) into one uint8 array; `fit_image` brings one
+image to a size by the resize policy (`RESIZE_POLICIES`). Both use Pillow
+and numpy only, so every backend can read images the same way.
+"""
+
+import concurrent.futures
+import os
+import warnings
+
+import numpy as np
+from PIL import Image
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+# "crop": the largest centred part of the target's aspect ratio, then resize;
+# "pad": black borders to the target's aspect ratio, then resize;
+# "squash": resize as it is (the aspect ratio changes).
+RESIZE_POLICIES = ("crop", "pad", "squash")
+# Pillow modes with one colour channel.
+_GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "F")
+
+
+def check_size(image_size):
+    """Validates an image size: an int (square) or `(height, width)`.
+
+    Args:
+        image_size: An int, a pair of ints, or None.
+
+    Returns:
+        `(height, width)`, or None when `image_size` is None.
+    """
+    if image_size is None:
+        return None
+    size = (image_size, image_size) if isinstance(image_size, int) else image_size
+    try:
+        size = tuple(int(s) for s in size)
+    except TypeError:
+        size = ()
+    if (
+        isinstance(image_size, bool)
+        or len(size) != 2
+        or min(size) < 1
+        or any(isinstance(s, bool) for s in size)
+    ):
+        raise ValueError(
+            "Expected image_size to be a positive int (square images) or "
+            f"(height, width). Received: image_size={image_size!r}."
+        )
+    return size
+
+
+def check_channels(channels):
+    """Validates a channel count: 1 (grey), 3 (RGB) or None (as the data).
+
+    Args:
+        channels: 1, 3 or None.
+
+    Returns:
+        `channels`.
+    """
+    if channels not in (None, 1, 3) or isinstance(channels, bool):
+        raise ValueError(
+            "Expected channels=1 (grey), 3 (RGB) or None (as the data). "
+            f"Received: channels={channels!r}."
+        )
+    return channels
+
+
+def check_resize(resize):
+    """Validates a resize policy (one of `RESIZE_POLICIES`).
+
+    Args:
+        resize: `"crop"`, `"pad"` or `"squash"`.
+
+    Returns:
+        `resize`.
+    """
+    if resize not in RESIZE_POLICIES:
+        raise ValueError(
+            f"Expected resize in {RESIZE_POLICIES}. Received: resize={resize!r}."
+        )
+    return resize
+
+
+def fit_image(image, size, resize="crop"):
+    """Brings one image to `size` by the resize policy.
+
+    `"crop"` keeps the largest centred window of the target's aspect ratio
+    (a square for square targets), `"pad"` adds black borders (0, which is
+    -1 once scaled) around the image up to that aspect ratio, and `"squash"`
+    resizes the whole image as it is. The resize is Lanczos (antialiased
+    when shrinking), as image-dataset tools for GANs do.
+
+    Args:
+        image: An array `(h, w, c)`, uint8 or float32.
+        size: `(height, width)`.
+        resize: One of `RESIZE_POLICIES`.
+
+    Returns:
+        An array `(*size, c)` of the input's dtype.
+
+    Example:
+
+    >>> fit_image(np.zeros((218, 178, 3), "uint8"), (64, 64)).shape
+    (64, 64, 3)
+    """
+    check_resize(resize)
+    height, width = size
+    h, w = image.shape[:2]
+    if resize == "crop":
+        # The largest h' x w' window with w' / h' = width / height.
+        crop_h, crop_w = min(h, w * height // width), min(w, h * width // height)
+        top, left = (h - crop_h) // 2, (w - crop_w) // 2
+        image = image[top : top + crop_h, left : left + crop_w]
+    elif resize == "pad":
+        pad_h, pad_w = max(h, -(-w * height // width)), max(w, -(-h * width // height))
+        top, left = (pad_h - h) // 2, (pad_w - w) // 2
+        padded = np.zeros((pad_h, pad_w, image.shape[2]), image.dtype)
+        padded[top : top + h, left : left + w] = image
+        image = padded
+    if image.shape[:2] == (height, width):
+        return np.ascontiguousarray(image)
+    if image.dtype == np.uint8 and image.shape[2] in (1, 3):
+        mode = "L" if image.shape[2] == 1 else "RGB"
+        pil = Image.fromarray(image[..., 0] if mode == "L" else image, mode)
+        out = np.asarray(pil.resize((width, height), Image.LANCZOS))
+        return out.reshape(height, width, image.shape[2])
+    # Float images (or other channel counts): one 32-bit plane at a time.
+    planes = [
+        np.asarray(
+            Image.fromarray(image[..., c].astype("float32"), "F").resize(
+                (width, height), Image.LANCZOS
+            )
+        )
+        for c in range(image.shape[2])
+    ]
+    return np.stack(planes, axis=-1).astype(image.dtype)
+
+
+def convert_channels(images, channels):
+    """Converts images to 1 (luminance, as Pillow's "L") or 3 channels.
+
+    Args:
+        images: An array `(..., c)` with c in 1, 2 (grey + alpha), 3 or 4
+            (RGB + alpha); alpha is dropped.
+        channels: 1, 3 or None (keep grey as 1 and colour as 3).
+
+    Returns:
+        An array `(..., channels)` of the input's dtype.
+    """
+    have = images.shape[-1]
+    if have not in (1, 2, 3, 4):
+        raise ValueError(
+            "Expected images with 1 (grey), 2 (grey + alpha), 3 (RGB) or 4 "
+            f"(RGBA) channels. Received: shape {images.shape}."
+        )
+    images = images[..., :1] if have == 2 else images[..., :3]
+    have = images.shape[-1]
+    if channels is None or channels == have:
+        return images
+    if channels == 3:
+        return np.repeat(images, 3, axis=-1)
+    weights = np.array([0.299, 0.587, 0.114], "float32")
+    grey = images.astype("float32") @ weights
+    if images.dtype == np.uint8:
+        grey = np.clip(np.rint(grey), 0, 255)
+    return grey[..., None].astype(images.dtype)
+
+
+def list_images(directory):
+    """The files under `directory` and their class, in a fixed order.
+
+    A folder with subfolders and no image files of its own is a labelled
+    dataset: one class per subfolder (in sorted order), its files found
+    recursively. Any other folder is one unlabelled set of every file
+    under it.
+
+    Args:
+        directory: A folder.
+
+    Returns:
+        `(paths, labels, class_names)`: sorted paths (every file but
+        hidden ones; those that are not images are skipped on reading),
+        int32 class ids or None, and the class names or None.
+    """
+    entries = sorted(e for e in os.listdir(directory) if not e.startswith("."))
+    subfolders = [e for e in entries if os.path.isdir(os.path.join(directory, e))]
+    own_images = [
+        e
+        for e in entries
+        if not os.path.isdir(os.path.join(directory, e))
+        and e.lower().endswith(IMAGE_EXTENSIONS)
+    ]
+    if subfolders and not own_images:
+        paths, labels = [], []
+        for label, name in enumerate(subfolders):
+            found = _files_under(os.path.join(directory, name))
+            paths += found
+            labels += [label] * len(found)
+        return paths, np.array(labels, "int32"), subfolders
+    return _files_under(directory), None, None
+
+
+def _files_under(directory):
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [os.path.join(root, f) for f in files if not f.startswith(".")]
+    return sorted(found)
+
+
+def read_folder(directory, image_size, channels=None, resize="crop"):
+    """Decodes every image under a folder into one uint8 array.
+
+    png, jpg, webp and bmp files are read (searched recursively); other
+    files and files that fail to decode are skipped, with one warning that
+    says how many and names the first. Grey, palette, RGB and RGBA images
+    are converted to `channels` (alpha dropped); with `channels=None`, 1 if
+    every image is grey, else 3. Each image is brought to `image_size` by
+    `fit_image`. Files are decoded on a pool of threads.
+
+    Args:
+        directory: A folder, flat or with one subfolder per class.
+        image_size: `(height, width)` or an int.
+        channels: 1, 3 or None.
+        resize: One of `RESIZE_POLICIES`.
+
+    Returns:
+        `(images, labels, class_names)`: uint8 `(n, h, w, c)`, int32
+        labels or None, class names or None.
+    """
+    size = check_size(image_size)
+    if size is None:
+        raise ValueError(
+            f"Expected image_size (an int, or (height, width)) for the image "
+            f"folder {directory!r}: its images can have any size. Received: "
+            "image_size=None."
+        )
+    check_channels(channels)
+    check_resize(resize)
+    paths, labels, class_names = list_images(directory)
+    if not paths:
+        raise ValueError(
+            f"Expected image files ({', '.join(IMAGE_EXTENSIONS)}) in "
+            f"{directory!r} or its subfolders. Received: an empty folder."
+        )
+
+    def read(path):
+        if not path.lower().endswith(IMAGE_EXTENSIONS):
+            return None, "not a png, jpg, webp or bmp file"
+        try:
+            with Image.open(path) as image:
+                grey = image.mode in _GREY_MODES
+                image = image.convert("L" if grey else "RGB")
+                pixels = np.asarray(image)
+        except (OSError, ValueError, Image.DecompressionBombError) as e:
+            return None, f"{type(e).__name__}: {e}"
+        pixels = pixels.reshape(*pixels.shape[:2], -1)
+        return (fit_image(pixels, size, resize), grey), None
+
+    workers = min(32, (os.cpu_count() or 1) + 4)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(read, paths))
+    kept = [i for i, (value, _) in enumerate(results) if value is not None]
+    skipped = [(paths[i], why) for i, (value, why) in enumerate(results) if not value]
+    if not kept:
+        raise ValueError(
+            f"Expected readable images in {directory!r}. Received: {len(paths)} "
+            f"file(s), none of them a readable png, jpg, webp or bmp image "
+            f"(first: {skipped[0][0]!r}, {skipped[0][1]})."
+        )
+    if skipped:
+        warnings.warn(
+            f"Skipped {len(skipped)} of the {len(paths)} files under "
+            f"{directory!r} that are not readable images (first: "
+            f"{skipped[0][0]!r}, {skipped[0][1]}).",
+            stacklevel=3,
+        )
+    if channels is None:
+        channels = 1 if all(results[i][0][1] for i in kept) else 3
+    images = np.stack([convert_channels(results[i][0][0], channels) for i in kept])
+    if labels is not None:
+        labels = labels[kept]
+    return images, labels, class_names
