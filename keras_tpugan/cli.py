@@ -28,6 +28,8 @@ EXAMPLES = {
   keras-tpugan train --backend jax --preset mnist-tpu --out runs/mnist-tpu-jax
   keras-tpugan train --data photos/ --image-size 64 --out runs/photos
   keras-tpugan train --data cifar10 --image-size 32 --preset smoke --out runs/c10
+  keras-tpugan train --data photos/ --image-size 64 --time-budget 3600 --out runs/p
+  keras-tpugan train --data photos/ --image-size 64 --resume --out runs/p
 """,
     "sweep": """examples:
   keras-tpugan sweep --preset smoke --batch-sizes 32 64 --epochs 2 --out runs/s
@@ -145,6 +147,27 @@ def _parser():
         choices=(1, 3),
         default=None,
         help="1 (grey) or 3 (RGB); default: as the data",
+    )
+    train.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="save the whole GAN every K epochs and at the end (default 10; 0: "
+        "at the end only)",
+    )
+    train.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop at the end of the epoch in which this much training time "
+        "has passed (continue later with --resume)",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished run in --out from its last completed epoch",
     )
     train.add_argument("--out", required=True, help="run directory")
     train.add_argument("--quiet", action="store_true", help="one line per epoch")
@@ -404,9 +427,12 @@ def _config(args, **changes):
     config = TrainConfig.preset(args.preset)
     data = getattr(args, "data", None)
     if data is not None:
+        config = dataclasses.replace(config, dataset=data)
+    keys = {item.split("=", 1)[0].strip() for item in args.set}
+    if (data is not None or "dataset" in keys) and "source" not in keys:
         # Other data than the preset's: its source is found anew (a preset
         # for the offline MNIST subset would refuse any other data).
-        config = dataclasses.replace(config, dataset=data, source="auto")
+        config = dataclasses.replace(config, source="auto")
     config = config.override(args.set)
     changes["image_size"] = getattr(args, "image_size", None)
     changes["channels"] = getattr(args, "channels", None)
@@ -417,7 +443,13 @@ def _config(args, **changes):
 def _train(args):
     from keras_tpugan.train import train
 
-    summary = train(_config(args), args.out, verbose=2 if args.quiet else "auto")
+    summary = train(
+        _config(args, snapshot_every=args.snapshot_every),
+        args.out,
+        verbose=2 if args.quiet else "auto",
+        resume=args.resume,
+        time_budget_seconds=args.time_budget,
+    )
     print(json.dumps(summary, indent=2))
     print(f"keras-tpugan: wrote {args.out}/")
     return 0

@@ -132,9 +132,12 @@ class TrainConfig:
     heartbeat_timeout_seconds: float = 30.0
     # Reproducibility: seeds the weights, the latents and the shuffling.
     seed: int = 0
-    # Outputs: images per sample grid, and a grid every N epochs.
+    # Outputs: images per sample grid, and a grid every N epochs; the whole
+    # GAN saved (snapshots/gan_epoch_NNNN.keras) every N epochs and at the
+    # end (0: at the end only).
     num_samples: int = 64
     sample_every: int = 1
+    snapshot_every: int = 10
     # Quality metrics (FCD, classifier score, KID) every N epochs (0: off),
     # on this many generated images; MNIST-like 28x28x1 data only.
     quality_every: int = 5
@@ -253,6 +256,11 @@ class TrainConfig:
         if self.target_fcd is not None and self.target_fcd <= 0:
             raise ValueError(
                 f"Expected target_fcd > 0 or None. Received: {self.target_fcd}."
+            )
+        if self.snapshot_every < 0:
+            raise ValueError(
+                "Expected snapshot_every >= 0 (0: a snapshot at the end only). "
+                f"Received: snapshot_every={self.snapshot_every}."
             )
         if self.quality_every < 0:
             raise ValueError(

@@ -13,23 +13,47 @@ def load_generator(path):
     """Loads a generator from a run directory or a `.keras` file.
 
     Args:
-        path: A run directory (holding `generator.keras`), or a `.keras`
-            file of a generator or of a whole `keras_tpugan.GAN`.
+        path: A run directory (its latest snapshot
+            `snapshots/gan_epoch_NNNN.keras`, else its `generator.keras`),
+            or a `.keras` file of a generator or of a whole
+            `keras_tpugan.GAN`.
 
     Returns:
         A `keras.Model` (a generator) or a `keras_tpugan.GAN`.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        path = os.path.join(path, "generator.keras")
+        path = latest_model(path)
     if not (path.endswith(".keras") and os.path.isfile(path)):
         raise ValueError(
-            "Expected a .keras file or a run directory holding generator.keras. "
+            "Expected a .keras file or a run directory holding "
+            "snapshots/gan_epoch_*.keras or generator.keras. "
             f"Received: {path!r}, which is neither."
         )
     import keras_tpugan  # noqa: F401 - registers the GAN for deserialization
 
     return keras.saving.load_model(path, safe_mode=True)
+
+
+def latest_model(run_dir):
+    """The file `load_generator` reads in a run directory.
+
+    Args:
+        run_dir: A `keras-tpugan train` run directory.
+
+    Returns:
+        The path of its latest whole-GAN snapshot, else of its
+        `generator.keras` (which may not exist).
+    """
+    snapshots = os.path.join(run_dir, "snapshots")
+    names = sorted(
+        n
+        for n in (os.listdir(snapshots) if os.path.isdir(snapshots) else ())
+        if n.startswith("gan_epoch_") and n.endswith(".keras")
+    )
+    if names:
+        return os.path.join(snapshots, names[-1])
+    return os.path.join(run_dir, "generator.keras")
 
 
 def generate(model, num=64, labels=None, seed=0):

@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import shutil
 import time
 
 import keras
@@ -12,9 +13,19 @@ from keras_tpugan.prepared_run import build_gan, prepare
 
 __all__ = ["build_gan", "prepare", "train"]
 logger = logging.getLogger("keras_tpugan")
+# Under the run folder: the backup BackupAndRestore writes after every epoch.
+BACKUP = "backup"
 
 
-def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
+def train(
+    config,
+    workdir,
+    strategy=None,
+    verbose="auto",
+    extra_callbacks=(),
+    resume=False,
+    time_budget_seconds=None,
+):
     """Trains a GAN as `config` says and writes everything under `workdir`.
 
     It validates on the config's held-out split after every epoch
@@ -34,6 +45,17 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     28x28x1 data it scores FCD, classifier score and KID every
     `quality_every` epochs; a `DivergenceGuard` stops a diverging run.
 
+    A run can be killed at any point and continued: after every epoch
+    `keras.callbacks.BackupAndRestore` saves the whole GAN (both networks,
+    both optimizers, the EMA generator, the step counter that keys the
+    latents) under `backup/`, and `resume=True` continues from the last
+    completed epoch with the weights an uninterrupted run would have. The
+    backup is removed when every epoch has run (kept when the time budget
+    stopped the run). Every `config.snapshot_every` epochs, and at the end,
+    the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
+    process; not yet with several); TensorBoard
+    logs (the logged values per epoch) go to `tensorboard/`.
+
     Args:
         config: A `TrainConfig`.
         workdir: Output directory (created if missing).
@@ -42,6 +64,12 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
             `distribute.get_strategy(**config.strategy_options())`).
         verbose: Passed to `fit`.
         extra_callbacks: More callbacks for `fit`.
+        resume: Continue the unfinished run in `workdir` (which must hold a
+            run of the same config). Without it, a `workdir` that holds an
+            unfinished run is refused.
+        time_budget_seconds: Stop at the end of the epoch in which this much
+            training time has passed (`callbacks.TimeBudget`); `resume=True`
+            continues the run later.
 
     Returns:
         The summary dict (also written to `summary.json`).
@@ -56,14 +84,49 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
     ```
     """
     started = time.perf_counter()
+    workdir = os.fspath(workdir)
+    _check_run_folder(config, workdir, resume)
     run = prepare(config, strategy)
     info, strategy = run.info, run.strategy
     chief = distribute.is_chief(strategy)  # only the chief writes files
+    processes = distribute.process_count(strategy)
+    if time_budget_seconds is not None and processes > 1:
+        raise ValueError(
+            "Expected one process with a time budget (each process would "
+            f"read its own clock). Received: {processes} processes. Set "
+            "epochs instead."
+        )
     if chief:
         os.makedirs(workdir, exist_ok=True)
         with open(os.path.join(workdir, "config.json"), "w") as f:
             json.dump(config.to_dict(), f, indent=2)
     gan = run.build_gan()
+    backup_dir = os.path.join(workdir, BACKUP)
+    if processes > 1:  # one backup per process: each restores its own
+        backup_dir = os.path.join(backup_dir, f"process_{_process_index(strategy)}")
+    backup = keras.callbacks.BackupAndRestore(
+        backup_dir, double_checkpoint=True, delete_checkpoint=False
+    )
+    budget = (
+        None
+        if time_budget_seconds is None
+        else callbacks.TimeBudget(time_budget_seconds)
+    )
+    files = []
+    if chief:
+        files = [
+            keras.callbacks.TensorBoard(
+                os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
+            )
+        ]
+    if chief and processes == 1:
+        # Saving the whole GAN from the chief alone stalls a JAX run of
+        # several processes (until their shutdown barrier times out).
+        files.append(
+            _Snapshots(os.path.join(workdir, "snapshots"), config.snapshot_every)
+        )
+    elif chief:
+        logger.info("snapshots: off with %d processes.", processes)
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
@@ -87,6 +150,7 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         verbose=verbose,
         validation_data=run.validation,
         callbacks=[
+            backup,
             speed,
             *scoring,
             guard,
@@ -97,10 +161,17 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
                 seed=config.seed,
             ),
             callbacks.LossCurves(workdir),
+            *files,
+            *([budget] if budget else []),
             *extra_callbacks,
         ],
     )
     train_seconds = time.perf_counter() - fit_started
+    stopped_by_budget = budget is not None and budget.stopped_epoch is not None
+    if not stopped_by_budget:  # finished: nothing left to resume
+        shutil.rmtree(backup_dir, ignore_errors=True)
+        if chief:
+            shutil.rmtree(os.path.join(workdir, BACKUP), ignore_errors=True)
     if chief:
         generator = gan.ema_generator or gan.generator
         generator.save(os.path.join(workdir, "generator.keras"))
@@ -132,7 +203,9 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
-        "final": {k: float(v[-1]) for k, v in history.history.items()},
+        "resumed_at_epoch": history.epoch[0] if resume and history.epoch else None,
+        "stopped_by_time_budget": stopped_by_budget,
+        "final": {k: float(v[-1]) for k, v in history.history.items() if v},
         "image_shape": list(info["image_shape"]),
         "quality_unavailable": unavailable,
         **_time_to_target(config, scoring),
@@ -141,6 +214,86 @@ def train(config, workdir, strategy=None, verbose="auto", extra_callbacks=()):
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+def _check_run_folder(config, workdir, resume):
+    """Refuses to overwrite an unfinished run, or to resume a missing one."""
+    backup = os.path.join(workdir, BACKUP)
+    saved = os.path.join(workdir, "config.json")
+    if not resume:
+        if os.path.isdir(backup):
+            raise ValueError(
+                f"Expected a new run folder. Received: {workdir!r}, which "
+                "holds an unfinished run (its backup). Add --resume "
+                "(resume=True) to continue it, or train into another folder."
+            )
+        return
+    if not os.path.isfile(saved):
+        raise ValueError(
+            f"Expected a run folder to resume (one holding config.json). "
+            f"Received: {workdir!r}, which holds no run. Start the run "
+            "without --resume."
+        )
+    with open(saved) as f:
+        previous = json.load(f)
+    current = json.loads(json.dumps(config.to_dict()))
+    differ = sorted(
+        k for k in {*previous, *current} if previous.get(k) != current.get(k)
+    )
+    if differ:
+        changes = ", ".join(
+            f"{k}={previous.get(k)!r} -> {current.get(k)!r}" for k in differ
+        )
+        raise ValueError(
+            f"Expected the settings of the run in {workdir!r} to resume it. "
+            f"Received: other settings ({changes}). Resume with the command "
+            "that started it, or train into another folder."
+        )
+    if not os.path.isdir(backup):
+        raise ValueError(
+            f"Expected an unfinished run to resume. Received: {workdir!r}, "
+            "whose run has no backup (it finished, or was stopped before its "
+            "first epoch ended). Start a new run, or train into another folder."
+        )
+
+
+def _process_index(strategy):
+    """This process's index among the run's processes (the chief's is 0)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index()
+    resolver = strategy.cluster_resolver
+    if resolver.task_type == "chief":
+        return 0
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_id + int(has_chief)
+
+
+class _Snapshots(keras.callbacks.Callback):
+    """Saves the whole GAN every `every` epochs and after the last one."""
+
+    def __init__(self, directory, every):
+        super().__init__()
+        self.directory = directory
+        self.every = every
+
+    def on_train_begin(self, logs=None):
+        self._done = self._saved = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._done = epoch + 1
+        if self.every and self._done % self.every == 0:
+            self._save(self._done)
+
+    def on_train_end(self, logs=None):
+        if self._done is not None and self._done != self._saved:
+            self._save(self._done)
+
+    def _save(self, epoch):
+        os.makedirs(self.directory, exist_ok=True)
+        self.model.save(os.path.join(self.directory, f"gan_epoch_{epoch:04d}.keras"))
+        self._saved = epoch
 
 
 def _unavailable_quality(config, info):

@@ -1,10 +1,11 @@
-"""A rank of the worker-loss test: `train` with BackupAndRestore, maybe killed.
+"""A rank of the worker-loss test: `train`, resumed when OUT holds a run, maybe killed.
 
 Run under `keras-tpugan launch` as
-`multiprocess_worker.py OUT BACKUP [KILL_RANK KILL_EPOCH KILL_BATCH]`: every
-process keeps its own backup (`BACKUP/rank_N`); the named rank SIGKILLs
-itself after that batch of that epoch, printing the time first. Every
-process prints the epochs it trains.
+`multiprocess_worker.py OUT [KILL_RANK KILL_EPOCH KILL_BATCH]`: every process
+keeps its own backup (`train`'s `OUT/backup/process_N`) and, started again on
+the same OUT, resumes from it (`resume=True`); the named rank SIGKILLs itself
+after that batch of that epoch, printing the time first. Every process prints
+the epochs it trains.
 """
 
 import os
@@ -42,10 +43,8 @@ class KillSelf(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-out, backup, *kill = sys.argv[1:]
-callbacks = [
-    keras.callbacks.BackupAndRestore(os.path.join(backup, f"rank_{RANK}")),
-    KillSelf(*map(int, kill or (-1, -1, -1))),
-]
+out, *kill = sys.argv[1:]
+callbacks = [KillSelf(*map(int, kill or (-1, -1, -1)))]
 cfg = config.TrainConfig.preset("smoke").override(SETTINGS)
-train.train(cfg, out, verbose=0, extra_callbacks=callbacks)
+resume = os.path.exists(os.path.join(out, "config.json"))
+train.train(cfg, out, verbose=0, extra_callbacks=callbacks, resume=resume)

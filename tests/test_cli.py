@@ -1,8 +1,10 @@
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -360,6 +362,11 @@ def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
         assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err, err
+    # `--set dataset=` also looks for the data anew (the smoke preset's
+    # source is the offline MNIST subset, which holds MNIST only).
+    argv = ["train", *TINY_RUN, "--set", "dataset=cifar10", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    assert "cannot download" in capsys.readouterr().err
     _colour_folder(tmp_path / "few", classes=1, per_class=4)
     argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "32", *TINY_RUN]
     assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
@@ -368,3 +375,108 @@ def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
     argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "30", *TINY_RUN]
     assert cli.main([*argv, "--set", "batch_size=4", "--out", str(tmp_path)]) == 2
     assert "side is 7 or 4 times a power of two" in capsys.readouterr().err
+
+
+RESUMABLE = ["--preset", "smoke", "--set", "quality_every=0", "--set", "width=8"]
+RESUMABLE += ["--set", "latent_dim=8", "--set", "ema_decay=0.9", "--quiet"]
+RESUMABLE += ["--set", "batch_size=256", "--set", "validation_split=none"]
+
+
+def _final_state(run_dir):
+    """Every weight of the run's last whole-GAN snapshot, and its optimizers'."""
+    from keras_tpugan.sample import latest_model
+
+    gan = keras.saving.load_model(latest_model(str(run_dir)), safe_mode=True)
+    variables = gan.weights + gan.generator_optimizer.variables
+    variables += gan.discriminator_optimizer.variables
+    return [np.asarray(keras.ops.convert_to_numpy(v)) for v in variables]
+
+
+def _assert_same_state(a, b):
+    state_a, state_b = _final_state(a), _final_state(b)
+    assert len(state_a) == len(state_b) > 10
+    for x, y in zip(state_a, state_b, strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-5, rtol=0)
+
+
+def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
+    tmp_path, capsys
+):
+    """Slow (about 25-35 s): three small runs of three epochs (one whole, one
+    stopped by its budget, then resumed)."""
+    argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "1"]
+    assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    run = tmp_path / "run"
+    assert cli.main([*argv, "--time-budget", "0.001", "--out", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped_by_time_budget"] is True
+    assert (run / "backup").is_dir()  # kept, to resume from
+    assert sorted(os.listdir(run / "snapshots")) == ["gan_epoch_0001.keras"]
+    # Without --resume, an unfinished run is not overwritten.
+    capsys.readouterr()
+    assert cli.main([*argv, "--out", str(run)]) == 2
+    assert "holds an unfinished run" in capsys.readouterr().err
+    # With other settings, it is not resumed.
+    assert cli.main([*argv, "--set", "seed=1", "--resume", "--out", str(run)]) == 2
+    assert "seed=0 -> 1" in capsys.readouterr().err
+    assert cli.main([*argv, "--resume", "--out", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_at_epoch"] == 1 and not summary["stopped_by_time_budget"]
+    assert not (run / "backup").exists()  # finished: removed
+    assert len(os.listdir(run / "snapshots")) == 3
+    _assert_same_state(run, tmp_path / "whole")
+    # A finished run, or a folder with no run, has nothing to resume.
+    capsys.readouterr()
+    assert cli.main([*argv, "--resume", "--out", str(run)]) == 2
+    assert "has no backup" in capsys.readouterr().err
+    assert cli.main([*argv, "--resume", "--out", str(tmp_path / "none")]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    # TensorBoard events, and `sample --model RUN` reads the last snapshot.
+    assert list((run / "tensorboard").rglob("*tfevents*"))
+    grid = tmp_path / "grid.png"
+    assert (
+        cli.main(["sample", "--model", str(run), "--num", "4", "--out", str(grid)]) == 0
+    )
+    assert grid.exists()
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_one(
+    tmp_path,
+):
+    """Slow (about 20-35 s): three command-line processes (one whole run, one
+    killed after its second epoch, one resuming it), two at a time."""
+    command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
+    command += ["--set", "epochs=4", "--snapshot-every", "0"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("XLA_FLAGS", None)  # one device in each, as a user's command
+
+    def start(out, *extra):
+        return subprocess.Popen(
+            [*command, *extra, "--out", str(out)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    whole = start(tmp_path / "whole")
+    killed = start(tmp_path / "run")
+    metadata = tmp_path / "run" / "backup" / "training_metadata.json"
+    deadline = time.monotonic() + 300
+    while killed.poll() is None and time.monotonic() < deadline:
+        try:
+            if json.loads(metadata.read_text())["epoch"] >= 2:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait(60) == -signal.SIGKILL, killed.stderr.read()[-3000:]
+    assert not (tmp_path / "run" / "summary.json").exists()  # it did not finish
+    resumed = start(tmp_path / "run", "--resume")
+    for process in (whole, resumed):
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["resumed_at_epoch"] >= 2
+    _assert_same_state(tmp_path / "run", tmp_path / "whole")

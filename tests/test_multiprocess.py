@@ -176,13 +176,12 @@ def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     """Slow (about 80-110 s): three launches of two processes, and the survivor
     waits out the heartbeat time-out (30 s) before it names the lost peer."""
     # Uninterrupted, for reference.
-    status, lines = _launch([WORKER, str(tmp_path / "ref"), str(tmp_path / "b0")])
+    status, lines = _launch([WORKER, str(tmp_path / "ref")])
     assert status == 0, "\n".join(lines[-30:])
     # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1, 2). Rank 0
     # must stop by itself, naming the lost process, well inside the grace
     # period after which the launcher would kill it.
-    backup = str(tmp_path / "b1")
-    command = [WORKER, str(tmp_path / "run"), backup, "1", "1", "5"]
+    command = [WORKER, str(tmp_path / "run"), "1", "1", "5"]
     status, lines = _launch(command, grace_seconds=120)
     ended = time.time()
     text = "\n".join(lines)
@@ -196,9 +195,13 @@ def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     rank0 = "\n".join(line for line in lines if line.startswith("[rank 0]"))
     lost = "Task 1 heartbeat timeout" if BACKEND == "jax" else "task:1"
     assert lost in rank0, rank0[-3000:]
-    # Started again with the same backups, it resumes from the end of epoch 0
-    # and ends where the uninterrupted run did.
-    status, lines = _launch([WORKER, str(tmp_path / "run"), backup])
+    # Started again on the same run folder (each process's backup in it), it
+    # resumes from the end of epoch 0 and ends where the uninterrupted run did.
+    assert sorted(os.listdir(tmp_path / "run" / "backup")) == [
+        "process_0",
+        "process_1",
+    ]
+    status, lines = _launch([WORKER, str(tmp_path / "run")])
     assert status == 0, "\n".join(lines[-30:])
     for rank in (0, 1):
         epochs = [line for line in lines if line.startswith(f"[rank {rank}] epoch")]

@@ -6,6 +6,7 @@ from keras_tpugan.callbacks.loss_curves import LossCurves
 from keras_tpugan.callbacks.quality_metrics import QualityMetrics
 from keras_tpugan.callbacks.sample_grid import SampleGrid
 from keras_tpugan.callbacks.throughput import Throughput
+from keras_tpugan.callbacks.time_budget import TimeBudget
 
 __all__ = [
     "DivergenceGuard",
@@ -14,4 +15,5 @@ __all__ = [
     "QualityMetrics",
     "SampleGrid",
     "Throughput",
+    "TimeBudget",
 ]
