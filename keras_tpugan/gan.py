@@ -11,7 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_tpugan import data as data_lib
-from keras_tpugan import directions, distribute, penalties, precision
+from keras_tpugan import directions, distribute, gan_checks, penalties, precision
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
@@ -482,6 +482,9 @@ class GAN(BackendGANStep, keras.Model):
         return latents
 
     def _labels_for(self, labels, n):
+        if labels is not None and self.num_classes is not None:
+            # The checks `fit` makes, with the same messages.
+            _check_labels(np.asarray(ops.convert_to_numpy(labels)), self.num_classes)
         return class_labels(labels, n, self.num_classes)
 
     def _prepare_optimizer(self, optimizer, role):
@@ -801,7 +804,8 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
     d_inputs = _defined_inputs(
         "discriminator", discriminator, "keras.Input(image_shape)"
     )
-    _check_logits(discriminator)
+    gan_checks.check_logits(discriminator)
+    gan_checks.warn_one_sided_output(generator, stacklevel=4)
     expected = 1 if num_classes is None else 2
     for name, inputs, what in (
         ("generator", g_inputs, "[latents, labels]"),
@@ -836,15 +840,3 @@ def _defined_inputs(name, model, first_layer):
             f"Start it with `{first_layer}` (for a Sequential model), or build "
             "it as a functional model."
         ) from e
-
-
-def _check_logits(discriminator):
-    last = discriminator.layers[-1] if discriminator.layers else None
-    activation = getattr(getattr(last, "activation", None), "__name__", None)
-    if activation in ("sigmoid", "softmax"):
-        raise ValueError(
-            "Expected a discriminator that outputs logits (no final "
-            f"activation). Received: its last layer {last.name!r} applies "
-            f"{activation}. Remove that activation: the losses apply the "
-            "sigmoid themselves, in float32."
-        )

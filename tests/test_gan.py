@@ -1,4 +1,5 @@
 import functools
+import warnings
 
 import keras
 import numpy as np
@@ -264,8 +265,11 @@ def test_conditional_generate_uses_labels():
     b = gan.generate(z, labels=[2, 2, 2])
     assert not np.allclose(a, b)
     assert gan.generate(6, seed=0).shape == (6, 28, 28, 1)
-    with pytest.raises(ValueError, match=r"Expected 3 labels in \[0, 3\)"):
+    # The range is checked as `fit` checks it, the count by generate.
+    with pytest.raises(ValueError, match=r"class ids in \[0, 3\).*label 5"):
         gan.generate(z, labels=[0, 1, 5])
+    with pytest.raises(ValueError, match=r"Expected 3 labels in \[0, 3\)"):
+        gan.generate(z, labels=[0, 1])
 
 
 def test_save_and_load_keras_file_round_trip(tmp_path):
@@ -670,3 +674,71 @@ def test_bfloat16_all_reduce_with_batchnorm_is_refused_on_jax():
             compile_kwargs={"all_reduce_dtype": "bfloat16"},
             norm="batch",
         )
+
+
+def test_a_sigmoid_inside_nested_discriminator_models_is_refused():
+    generator = ktg.models.dcgan_generator(latent_dim=LATENT, width=8)
+    head = keras.Sequential([keras.Input((784,)), keras.layers.Dense(1, "sigmoid")])
+    images = keras.Input((28, 28, 1))
+    nested = keras.Model(images, head(keras.layers.Flatten()(images)))
+    # A sigmoid layer inside a Sequential inside a Sequential, then a reshape.
+    inner = keras.Sequential([keras.Input((1,)), keras.layers.Activation("sigmoid")])
+    deeper = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(1),
+            keras.Sequential([keras.Input((1,)), inner]),
+            keras.layers.Reshape((1,)),
+        ]
+    )
+    for discriminator in (nested, deeper):
+        with pytest.raises(ValueError, match="outputs logits.*applies sigmoid"):
+            ktg.GAN(generator, discriminator, latent_dim=LATENT)
+
+
+def test_a_generator_that_cannot_reach_minus_one_gets_one_warning_at_its_line():
+    discriminator = ktg.models.dcgan_discriminator(width=8)
+
+    def generator(last):
+        return keras.Sequential(
+            [
+                keras.Input((LATENT,)),
+                keras.Sequential(
+                    [keras.Input((LATENT,)), keras.layers.Dense(784), last]
+                ),
+                keras.layers.Reshape((28, 28, 1)),
+            ],
+            name="my_generator",
+        )
+
+    with pytest.warns(UserWarning) as caught:
+        ktg.GAN(
+            keras.Sequential(
+                [keras.Input((LATENT,)), keras.layers.Dense(784, "sigmoid")]
+                + [keras.layers.Reshape((28, 28, 1))],
+                name="my_generator",
+            ),
+            discriminator,
+            latent_dim=LATENT,
+        )
+    assert len(caught) == 1 and caught[0].filename == __file__
+    message = str(caught[0].message)
+    assert "'my_generator' ends in sigmoid" in message and "tanh" in message
+    with pytest.warns(UserWarning, match="ends in relu"):
+        ktg.GAN(generator(keras.layers.ReLU()), discriminator, latent_dim=LATENT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ktg.GAN(generator(keras.layers.Activation("tanh")), discriminator, LATENT)
+        ktg.GAN(ktg.models.dcgan_generator(LATENT, width=8), discriminator, LATENT)
+
+
+def test_generate_refuses_the_labels_fit_refuses_with_the_same_messages():
+    gan = tiny_gan(num_classes=3)
+    with pytest.raises(ValueError, match=r"integer class ids.*label 1\.7"):
+        gan.generate(2, labels=[1.0, 1.7])
+    with pytest.raises(ValueError, match=r"one-hot\?.*argmax"):
+        gan.generate(3, labels=np.eye(3))
+    with pytest.raises(ValueError, match="class ids in \\[0, 3\\).*label 3"):
+        gan.generate(2, labels=[0, 3])
+    assert gan.generate(2, labels=np.array([2.0, 0.0]), seed=0).shape == (2, 28, 28, 1)

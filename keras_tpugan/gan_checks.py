@@ -1,0 +1,101 @@
+"""Checks of a user's networks that `GAN(...)` runs once, before any step.
+
+The final activation of a network is found through nested `Sequential`
+and functional models and activation layers (`final_activation`): the
+discriminator must output logits, and the generator must be able to reach
+the whole [-1, 1] range of the real images.
+"""
+
+import warnings
+
+import keras
+
+# Activations whose outputs cannot cover [-1, 1]: [0, 1] or [0, inf).
+_ONE_SIDED = ("sigmoid", "hard_sigmoid", "softmax", "relu", "relu6", "softplus", "elu")
+# Layers that move values without changing them.
+_PASS_THROUGH = (
+    keras.layers.Reshape,
+    keras.layers.Flatten,
+    keras.layers.Permute,
+    keras.layers.Cropping2D,
+    keras.layers.Dropout,
+    keras.layers.Identity,
+    keras.layers.InputLayer,
+)
+_LAYER_ACTIVATIONS = {
+    keras.layers.ReLU: "relu",
+    keras.layers.Softmax: "softmax",
+}
+
+
+def final_activation(model):
+    """The activation a model applies last, found through nested models.
+
+    Layers that only move values (`Reshape`, `Flatten`, `Permute`, cropping,
+    `Dropout`, ...) are looked through.
+
+    Args:
+        model: A Keras model or layer.
+
+    Returns:
+        `(name, layer)`: the activation's name (`"sigmoid"`, `"tanh"`,
+        `"linear"`, ...) and the layer that applies it; `(None, None)` when
+        no layer applies one.
+    """
+    if isinstance(getattr(model, "layers", None), list):
+        for layer in reversed(model.layers):
+            name, found = final_activation(layer)
+            if found is not None:
+                return name, found
+            if not isinstance(layer, _PASS_THROUGH):
+                return None, None
+        return None, None
+    for kind, name in _LAYER_ACTIVATIONS.items():
+        if isinstance(model, kind):
+            return name, model
+    if isinstance(model, _PASS_THROUGH):
+        return None, None
+    activation = getattr(model, "activation", None)
+    name = getattr(activation, "__name__", None)
+    return (name, model) if name is not None else (None, None)
+
+
+def check_logits(discriminator):
+    """Refuses a discriminator whose final activation is a sigmoid or softmax.
+
+    Args:
+        discriminator: The discriminator model.
+    """
+    activation, layer = final_activation(discriminator)
+    if activation in ("sigmoid", "softmax", "hard_sigmoid"):
+        raise ValueError(
+            "Expected a discriminator that outputs logits (no final "
+            f"activation). Received: its last layer {layer.name!r} applies "
+            f"{activation}. Remove that activation: the losses apply the "
+            "sigmoid themselves, in float32."
+        )
+
+
+def warn_one_sided_output(generator, stacklevel=3):
+    """Warns once when the generator's final activation cannot cover [-1, 1].
+
+    Args:
+        generator: The generator model.
+        stacklevel: Passed to `warnings.warn` (the user's `GAN(...)` line).
+
+    Returns:
+        True when it warned.
+    """
+    activation, layer = final_activation(generator)
+    if activation not in _ONE_SIDED:
+        return False
+    warnings.warn(
+        f"The generator {generator.name!r} ends in {activation} (layer "
+        f"{layer.name!r}), whose outputs cannot be negative, but the GAN "
+        "trains on real images in [-1, 1] (`load_images` scales them so): "
+        "the discriminator would tell every generated image by its range. "
+        "End the generator in tanh (`activation='tanh'`), as "
+        "`keras_tpugan.models.dcgan_generator` does.",
+        stacklevel=stacklevel,
+    )
+    return True
