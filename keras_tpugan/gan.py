@@ -224,9 +224,7 @@ class GAN(BackendGANStep, keras.Model):
 
     @property
     def metrics(self):
-        # The trackers, then (stateless) the directions of the quality
-        # scores, so Keras's callbacks with mode="auto" know fcd is a "min".
-        return list(self.trackers) + directions.declarations(tuple(DIRECTIONS.items()))
+        return _own_metrics(self)
 
     def compile(
         self,
@@ -283,6 +281,7 @@ class GAN(BackendGANStep, keras.Model):
                     f"`loss` instead. Received: {owned}={kwargs[owned]!r}."
                 )
             kwargs.pop(owned, None)
+        gan_checks.check_metrics(self, _own_metrics(self))
         if jit_compile not in (True, False, "auto"):
             raise ValueError(
                 "Expected `jit_compile` to be True, False or 'auto'. "
@@ -614,6 +613,12 @@ class GAN(BackendGANStep, keras.Model):
         for key in ("generator_optimizer", "discriminator_optimizer", "loss"):
             config[key] = keras.saving.deserialize_keras_object(config[key])
         self.compile(**config)
+
+
+def _own_metrics(gan):
+    # The trackers, then (stateless) the directions of the quality scores,
+    # so Keras's callbacks with mode="auto" know fcd is a "min".
+    return list(gan.trackers) + directions.declarations(tuple(DIRECTIONS.items()))
 
 
 def _empty_dataset_error():

@@ -99,3 +99,30 @@ def warn_one_sided_output(generator, stacklevel=3):
         stacklevel=stacklevel,
     )
     return True
+
+
+def check_metrics(gan, own):
+    """Refuses a subclass whose `metrics` are not the GAN's own.
+
+    Keras resets the metrics `metrics` lists before every epoch (and, on
+    JAX, threads only their variables through the step): trackers left out
+    would log running means since the start of training, and a metric
+    added there is never updated by the GAN's step.
+
+    Args:
+        gan: A `keras_tpugan.GAN` (or a subclass).
+        own: The metrics `GAN.metrics` returns.
+    """
+    listed = list(gan.metrics)
+    if [id(m) for m in listed] == [id(m) for m in own]:
+        return
+    missing = [t.name for t in gan.trackers if id(t) not in {id(m) for m in listed}]
+    extra = [m.name for m in listed if id(m) not in {id(o) for o in own}]
+    raise ValueError(
+        f"Expected `{type(gan).__name__}.metrics` to be the GAN's own (its "
+        "loss trackers, which its step updates and Keras resets every "
+        f"epoch). Received: a `metrics` that leaves out {missing} and adds "
+        f"{extra}. Do not override `metrics` (no `d_loss_tracker` is "
+        "needed: the GAN logs d_loss, g_loss, d_real, d_fake itself); log "
+        "other values from a callback, into `logs`, as QualityMetrics does."
+    )

@@ -742,3 +742,41 @@ def test_generate_refuses_the_labels_fit_refuses_with_the_same_messages():
     with pytest.raises(ValueError, match="class ids in \\[0, 3\\).*label 3"):
         gan.generate(2, labels=[0, 3])
     assert gan.generate(2, labels=np.array([2.0, 0.0]), seed=0).shape == (2, 28, 28, 1)
+
+
+def test_a_subclass_that_overrides_metrics_is_refused_at_compile():
+    class OwnTrackers(ktg.GAN):  # keras-io's pattern
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+
+        @property
+        def metrics(self):
+            return [self.d_loss_tracker]
+
+    class MoreMetrics(ktg.GAN):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.extra = keras.metrics.Mean(name="extra")
+
+        @property
+        def metrics(self):
+            return super().metrics + [self.extra]
+
+    class SameMetrics(ktg.GAN):
+        @property
+        def metrics(self):
+            return super().metrics
+
+    networks = (
+        ktg.models.dcgan_generator(latent_dim=LATENT, width=8),
+        ktg.models.dcgan_discriminator(width=8),
+    )
+    with pytest.raises(ValueError, match=r"leaves out \['d_loss', .*no `d_loss_t"):
+        OwnTrackers(*networks, latent_dim=LATENT).compile()
+    with pytest.raises(ValueError, match=r"leaves out \[\] and adds \['extra'\]"):
+        MoreMetrics(*networks, latent_dim=LATENT).compile()
+    gan = SameMetrics(*networks, latent_dim=LATENT)
+    gan.compile()
+    history = gan.fit(batches(random_images(16), 8), epochs=2, verbose=0)
+    assert len(history.history["d_loss"]) == 2
