@@ -115,26 +115,17 @@ def load_images(
             "Expected a positive integer `batch_size`. Received: "
             f"batch_size={batch_size!r}."
         )
-    size = image_files.check_size(image_size)
-    image_files.check_channels(channels)
-    image_files.check_resize(resize)
-    if isinstance(data, tf.data.Dataset):
-        images, class_ids, info = _from_dataset(data)
-    elif isinstance(data, str) and os.path.isdir(data):
-        images, class_ids, names = image_files.read_folder(
-            data, size, channels=channels, resize=resize
-        )
-        info = _info("folder", data, class_ids, names)
-        logger.info("training data = the image folder %r.", data)
-    elif isinstance(data, str):
-        images, class_ids, info = _from_name(
-            data, split, source, data_dir, size, resize, image_key, label_key
-        )
-    else:
-        images, class_ids, info = _from_arrays(data)
-    if size is not None and images.shape[1:3] != size:
-        images = np.stack([image_files.fit_image(x, size, resize) for x in images])
-    images = image_files.convert_channels(images, channels)
+    images, class_ids, info = read_images(
+        data,
+        split=split,
+        source=source,
+        image_size=image_size,
+        channels=channels,
+        resize=resize,
+        image_key=image_key,
+        label_key=label_key,
+        data_dir=data_dir,
+    )
     if labels and class_ids is None:
         raise ValueError(
             f"Expected labelled data with labels=True. Received: {info['name']!r} "
@@ -148,11 +139,6 @@ def load_images(
             )
         )
     n = len(images)
-    info.update(
-        num_examples=n,
-        image_shape=tuple(int(d) for d in images.shape[1:]),
-        memory_bytes=int(images.nbytes),
-    )
     if n < batch_size:
         raise ValueError(
             f"Expected batch_size <= the {n} images of {info['name']!r} "
@@ -178,6 +164,61 @@ def load_images(
     )
     _NORMALIZED.add(ds)
     return (ds, info) if return_info else ds
+
+
+def read_images(
+    data="mnist",
+    split="train",
+    source="auto",
+    image_size=None,
+    channels=None,
+    resize="crop",
+    image_key=None,
+    label_key=None,
+    data_dir=None,
+):
+    """Reads images into memory as `load_images` does, without batching.
+
+    Args:
+        data, split, source, image_size, channels, resize, image_key,
+        label_key, data_dir: As for `load_images`.
+
+    Returns:
+        `(images, labels, info)`: uint8 pixels (float32 in [-1, 1] for float
+        arrays) `(n, h, w, c)`, int32 class ids or None, and the info dict.
+
+    Example:
+
+    >>> images, labels, info = read_images("mnist", source="offline")
+    >>> images.shape, images.dtype
+    ((4000, 28, 28, 1), dtype('uint8'))
+    """
+    size = image_files.check_size(image_size)
+    image_files.check_channels(channels)
+    image_files.check_resize(resize)
+    if isinstance(data, tf.data.Dataset):
+        images, class_ids, info = _from_dataset(data)
+    elif isinstance(data, str) and os.path.isdir(data):
+        images, class_ids, names = image_files.read_folder(
+            data, size, channels=channels, resize=resize
+        )
+        info = _info("folder", data, class_ids, names)
+        logger.info("training data = the image folder %r.", data)
+    elif isinstance(data, str):
+        images, class_ids, info = _from_name(
+            data, split, source, data_dir, size, resize, image_key, label_key
+        )
+    else:
+        images, class_ids, info = _from_arrays(data)
+    if size is not None and images.shape[1:3] != size:
+        images = np.stack([image_files.fit_image(x, size, resize) for x in images])
+    images = image_files.convert_channels(images, channels)
+    info.update(
+        num_examples=len(images),
+        image_shape=tuple(int(d) for d in images.shape[1:]),
+        memory_bytes=int(images.nbytes),
+    )
+    return images, class_ids, info
 
 
 def _info(source, name, class_ids, class_names=None, num_classes=None):

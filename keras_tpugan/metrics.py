@@ -10,11 +10,15 @@ features and class probabilities for:
   (10 is the ceiling for 10 balanced classes);
 - the kernel distance (KID's recipe: unbiased MMD^2, cubic polynomial kernel).
 
+For any other labelled data, `data_classifier` trains the same network on
+the run's own images (cached by their hash) for the same three figures.
+
 For RGB data, `inception_features` gives FID's own InceptionV3 features
 (ImageNet weights need internet once; `weights=None` runs offline).
 """
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -137,12 +141,31 @@ def _train_classifier(epochs, seed):
     x_test, y_test = data.offline_mnist("test")
     x_train = x_train.astype("float32") / 127.5 - 1.0
     x_test = x_test.astype("float32") / 127.5 - 1.0
+    model, accuracy = _fit_classifier(
+        x_train, y_train, x_test, y_test, 10, epochs, seed, "mnist_classifier"
+    )
+    record = {
+        "test_accuracy": accuracy,
+        "train_images": len(x_train),
+        "test_images": len(x_test),
+        "epochs": epochs,
+        "seed": seed,
+        "version": CLASSIFIER_VERSION,
+    }
+    return model, record
+
+
+def _fit_classifier(x_train, y_train, x_test, y_test, num_classes, epochs, seed, name):
+    """The metric network: a small CNN, trained; `(model, test accuracy)`."""
     layers = keras.layers
-    inputs = keras.Input((28, 28, 1), dtype="float32")
+    inputs = keras.Input(x_train.shape[1:], dtype="float32")
     h = layers.RandomTranslation(0.1, 0.1, fill_value=-1.0, seed=seed, dtype="float32")(
         inputs
     )
-    for filters in (32, 64):
+    # Two blocks down to 7x7 or 8x8 for 28- and 32-pixel images; one more
+    # per doubling of the side above 32.
+    blocks = 2 + max(0, int(np.log2(max(x_train.shape[1:3]) / 32)))
+    for filters in (32, 64, 128, 128, 128)[:blocks]:
         h = layers.Conv2D(
             filters, 3, padding="same", activation="relu", dtype="float32"
         )(h)
@@ -153,7 +176,7 @@ def _train_classifier(epochs, seed):
     h = layers.Flatten(dtype="float32")(h)
     features = layers.Dense(128, activation="relu", name="features", dtype="float32")(h)
     dropped = layers.Dropout(0.3, seed=seed, dtype="float32")(features)
-    logits = layers.Dense(10, dtype="float32")(dropped)
+    logits = layers.Dense(num_classes, dtype="float32")(dropped)
     probabilities = layers.Softmax(name="probabilities", dtype="float32")(logits)
     trainer = keras.Model(inputs, probabilities)
     trainer.compile(
@@ -163,15 +186,104 @@ def _train_classifier(epochs, seed):
     )
     trainer.fit(x_train, y_train, batch_size=64, epochs=epochs, verbose=0)
     accuracy = float(trainer.evaluate(x_test, y_test, verbose=0)[1])
-    model = keras.Model(inputs, [features, probabilities], name="mnist_classifier")
+    return keras.Model(inputs, [features, probabilities], name=name), accuracy
+
+
+def held_out_indices(n, seed=0):
+    """The tenth of `n` images `data_classifier` holds out (at least one).
+
+    Args:
+        n: Number of images.
+        seed: The classifier's seed.
+
+    Returns:
+        Sorted int indices.
+    """
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[: max(1, n // 10)])
+
+
+def data_classifier(images, labels, directory=None, epochs=12, seed=0):
+    """A metric classifier trained on a run's own labelled images, cached.
+
+    The FCD idea for any data: the same small CNN as `mnist_classifier`,
+    trained on these images (any size and channels) to tell their classes
+    apart; its penultimate features and probabilities then give the FCD,
+    the classifier score (its ceiling is the number of classes) and KID of
+    generated images against these. A fixed tenth of the images (at least
+    one) is held out to measure its accuracy. It is cached in `directory`
+    under a hash of the images, labels and settings, so the runs of one
+    dataset share one classifier.
+
+    Args:
+        images: uint8 pixels or float images in [-1, 1], `(n, h, w, c)`.
+        labels: Class ids `(n,)` in `[0, num_classes)`.
+        directory: Cache folder (default: `cache_dir()`).
+        epochs: Training epochs.
+        seed: Seed of the split, the weights and the augmentation.
+
+    Returns:
+        `(model, record)`: a model from images in [-1, 1] to `[features,
+        probabilities]`, and a dict with `test_accuracy` and `num_classes`.
+    """
+    images = np.asarray(images)
+    labels = np.asarray(labels).astype("int32").reshape(-1)
+    num_classes = int(labels.max()) + 1
+    if len(images) < 2 or len(labels) != len(images) or num_classes < 2:
+        raise ValueError(
+            "Expected at least 2 labelled images of at least 2 classes to "
+            f"train a metric classifier. Received: {len(images)} images, "
+            f"{len(labels)} labels, {num_classes} class(es)."
+        )
+    digest = hashlib.sha256()
+    for part in (images, labels):
+        digest.update(str((part.shape, part.dtype)).encode())
+        digest.update(np.ascontiguousarray(part).tobytes())
+    digest.update(f"{epochs},{seed},{CLASSIFIER_VERSION}".encode())
+    directory = directory or cache_dir()
+    path = os.path.join(directory, f"data_classifier_{digest.hexdigest()[:16]}.keras")
+    record_path = path.replace(".keras", ".json")
+    if os.path.exists(path) and os.path.exists(record_path):
+        with open(record_path) as f:
+            return keras.saving.load_model(path), json.load(f)
+    keras.utils.set_random_seed(seed)
+    x = images.astype("float32")
+    if images.dtype == np.uint8:
+        x = x / 127.5 - 1.0
+    test = held_out_indices(len(x), seed)
+    train = np.setdiff1d(np.arange(len(x)), test)
+    model, accuracy = _fit_classifier(
+        x[train],
+        labels[train],
+        x[test],
+        labels[test],
+        num_classes,
+        epochs,
+        seed,
+        "data_classifier",
+    )
     record = {
         "test_accuracy": accuracy,
-        "train_images": len(x_train),
-        "test_images": len(x_test),
+        "train_images": len(train),
+        "test_images": len(test),
+        "num_classes": num_classes,
+        "image_shape": list(images.shape[1:]),
         "epochs": epochs,
         "seed": seed,
         "version": CLASSIFIER_VERSION,
     }
+    os.makedirs(directory, exist_ok=True)
+    model.save(path)
+    with open(record_path, "w") as f:
+        json.dump(record, f, indent=2)
+    logger.warning(
+        "trained a metric classifier on the run's %d images of %d classes: test "
+        "accuracy %.4f (cached in %s)",
+        len(images),
+        num_classes,
+        accuracy,
+        path,
+    )
     return model, record
 
 

@@ -7,8 +7,10 @@ import shutil
 import time
 
 import keras
+import numpy as np
 
-from keras_tpugan import callbacks, distribute
+from keras_tpugan import callbacks, distribute, metrics
+from keras_tpugan import data as data_lib
 from keras_tpugan.prepared_run import build_gan, prepare
 
 __all__ = ["build_gan", "prepare", "train"]
@@ -130,7 +132,7 @@ def train(
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
-    unavailable = _unavailable_quality(config, info)
+    reference, unavailable = _quality_reference(config, info, processes)
     if unavailable and config.quality_every:
         logger.warning("quality figures: %s.", unavailable)
     elif config.quality_every:
@@ -141,6 +143,7 @@ def train(
                 seed=config.seed,
                 every_n_images=_quality_every_images(config, info),
                 global_batch_size=config.batch_size,
+                **reference,
             )
         ]
     fit_started = time.perf_counter()
@@ -296,18 +299,61 @@ class _Snapshots(keras.callbacks.Callback):
         self._saved = epoch
 
 
-def _unavailable_quality(config, info):
-    """Why this run gets no quality figures (None: it gets them)."""
+def _quality_reference(config, info, processes):
+    """What the run's quality figures are scored against.
+
+    Returns:
+        `(kwargs, unavailable)`: `QualityMetrics` arguments (empty for
+        MNIST: its own classifier and digits), or None and why the run
+        gets no figures.
+    """
     if not config.quality_every:
-        return "off (quality_every=0)"
-    shape = tuple(info["image_shape"])
-    if shape != (28, 28, 1):
-        return (
-            "FCD, classifier score and KID unavailable for "
-            f"{'x'.join(map(str, shape))} images: they are scored with an "
-            "MNIST classifier, on 28x28x1 digits only"
+        return None, "off (quality_every=0)"
+    shape = "x".join(map(str, info["image_shape"]))
+    if config.dataset == "mnist":
+        return {}, None
+    if not info["num_classes"] or info["num_classes"] < 2:
+        return None, (
+            f"FCD, classifier score and KID unavailable for {info['name']!r} "
+            f"({shape} images, no labels): they need a classifier of the "
+            "data's classes, trained on its labels; FID needs the standard "
+            "Inception weights, which are not shipped"
         )
-    return None
+    if processes > 1:
+        return None, (
+            "FCD, classifier score and KID on the run's own classifier are "
+            "not computed with several processes yet"
+        )
+    images, labels, _ = data_lib.read_images(
+        config.dataset,
+        source=config.source,
+        image_size=config.image_size,
+        channels=config.channels,
+        resize=config.resize,
+    )
+    model, record = metrics.data_classifier(images, labels, seed=config.seed)
+    test = metrics.held_out_indices(len(images), config.seed)
+    train_part = np.setdiff1d(np.arange(len(images)), test)[:10_000]
+    logger.warning(
+        "quality figures: FCD, classifier score and KID on a classifier of "
+        "the run's %d classes (test accuracy %.3f), against %d of its images "
+        "(floor: %d held-out ones).",
+        record["num_classes"],
+        record["test_accuracy"],
+        len(train_part),
+        len(test),
+    )
+    return {
+        "classifier": model,
+        "real_images": _to_unit(images[train_part]),
+        "held_out_images": _to_unit(images[test]),
+    }, None
+
+
+def _to_unit(images):
+    if images.dtype == np.uint8:
+        return images.astype("float32") / 127.5 - 1.0
+    return images.astype("float32")
 
 
 def _quality_every_images(config, info):

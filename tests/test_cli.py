@@ -318,16 +318,22 @@ TINY_RUN += ["--set", "width=8", "--set", "latent_dim=8", "--quiet"]
 
 
 def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys):
-    """Slow (about 15-25 s): two small training runs on a colour folder."""
+    """Slow (about 25-60 s): three small training runs on colour folders, the
+    first training a metric classifier on its two classes."""
     _colour_folder(tmp_path / "images")
     out = tmp_path / "run"
     argv = ["train", "--data", str(tmp_path / "images"), "--image-size", "32"]
-    argv += [*TINY_RUN, "--set", "conditional=true", "--out", str(out)]
+    argv += [*TINY_RUN, "--set", "conditional=true", "--set", "quality_images=32"]
+    argv += ["--out", str(out)]
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data_source"] == "folder" and summary["num_examples"] == 48
     assert summary["image_shape"] == [32, 32, 3]
-    assert "unavailable for 32x32x3 images" in summary["quality_unavailable"]
+    # Scored on a classifier of its own two classes, trained for the run.
+    assert summary["quality_unavailable"] is None
+    final = summary["final"]
+    assert np.isfinite(final["fcd"]) and np.isfinite(final["kid"])
+    assert 1.0 <= final["classifier_score_real"] <= 2.0  # 2 classes: ceiling 2
     assert summary["validation_split"] is None  # a folder has no splits
     grid = np.asarray(Image.open(out / "samples" / "epoch_0001.png"))
     assert grid.ndim == 3 and grid.shape[-1] == 3  # colour, one row per class
@@ -341,12 +347,15 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "has no labels" in err and "subfolder" in err and "\n" not in err
-    # Unconditional, a flat folder trains; grey at --channels 1.
+    # Unconditional, a flat folder trains, and says why it has no quality
+    # figures; grey at --channels 1.
     argv = ["train", "--data", str(tmp_path / "flat"), "--image-size", "16"]
     argv += [*TINY_RUN, "--channels", "1", "--out", str(tmp_path / "grey")]
     assert cli.main(argv) == 0
     summary = json.loads((tmp_path / "grey" / "summary.json").read_text())
     assert summary["image_shape"] == [16, 16, 1]
+    assert "no labels" in summary["quality_unavailable"]
+    assert "fcd" not in summary["final"]
 
 
 def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):

@@ -95,3 +95,30 @@ def test_offline_reference_is_computed_once_per_classifier_file(
     fresh, _ = metrics.offline_mnist_reference(model, tmp_path)
     assert fresh is not features
     np.testing.assert_array_equal(fresh, features)
+
+
+def test_a_classifier_of_the_runs_own_labelled_images_is_trained_and_cached(tmp_path):
+    """Slow (about 10-25 s): trains the metric network on 120 colour images."""
+    rng = np.random.default_rng(0)
+    labels = np.arange(120) % 3
+    images = rng.integers(0, 40, (120, 32, 32, 3)).astype("uint8")
+    images[np.arange(120), :, :, labels] += 200  # each class its own colour
+    model, record = metrics.data_classifier(images, labels, tmp_path, epochs=3)
+    assert record["num_classes"] == 3 and record["test_images"] == 12
+    assert record["test_accuracy"] >= 0.9  # the colours are easy to tell apart
+    features, probabilities = metrics.classifier_outputs(
+        model, images[:5].astype("float32") / 127.5 - 1
+    )
+    assert features.shape == (5, 128) and probabilities.shape == (5, 3)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2 and files[0].startswith("data_classifier_")
+    # Cached by a hash of the data: the same data loads it; other data trains anew.
+    again, _ = metrics.data_classifier(images, labels, tmp_path, epochs=3)
+    np.testing.assert_array_equal(again.get_weights()[-1], model.get_weights()[-1])
+    assert len(list(tmp_path.iterdir())) == 2
+    metrics.data_classifier(images, (labels + 1) % 3, tmp_path, epochs=1)
+    assert len(list(tmp_path.iterdir())) == 4
+    test = metrics.held_out_indices(120)
+    assert len(test) == 12 and np.array_equal(test, metrics.held_out_indices(120))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        metrics.data_classifier(images, np.zeros(120), tmp_path)

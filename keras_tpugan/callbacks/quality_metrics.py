@@ -46,6 +46,11 @@ class QualityMetrics(GANCallback):
     - `fcd_real_floor` and `classifier_score_real`: the same measured on
       held-out real digits, the best a generator can hope for.
 
+    With a `classifier` (from `metrics.data_classifier`: the same network
+    trained on the run's own labelled images, any size and channels) it
+    logs the same figures against it, the classifier score's ceiling
+    being the number of classes; pass `real_images` and `held_out_images`.
+
     With `features="inception"` (RGB images; pass `real_images`, and
     `held_out_images` for the floor) it logs `fid`, `kid` and
     `fid_real_floor` on InceptionV3 features (ImageNet weights are
@@ -82,6 +87,10 @@ class QualityMetrics(GANCallback):
         seed: Seed of the generated images' latents.
         classifier_dir: Cache folder of the classifier.
         features: `"classifier"` (MNIST) or `"inception"` (RGB, FID).
+        classifier: A model from images in [-1, 1] to `[features,
+            probabilities]` (or the `(model, record)` pair
+            `metrics.data_classifier` returns), in place of the MNIST
+            classifier.
         inception_weights: Weights for `features="inception"` (`None`:
             random weights, for offline tests of the plumbing only).
         every_n_images: Score every this many images seen, instead of
@@ -113,8 +122,22 @@ class QualityMetrics(GANCallback):
         inception_weights="imagenet",
         every_n_images=None,
         global_batch_size=None,
+        classifier=None,
     ):
         super().__init__(None)
+        if isinstance(classifier, tuple):
+            classifier = classifier[0]
+        if classifier is not None and (
+            features != "classifier" or real_images is None or held_out_images is None
+        ):
+            raise ValueError(
+                "Expected real_images and held_out_images (in [-1, 1]) with a "
+                "classifier, and features='classifier'. Received: "
+                f"real_images={'None' if real_images is None else 'given'}, "
+                f"held_out_images={'None' if held_out_images is None else 'given'}"
+                f", features={features!r}."
+            )
+        self.own_classifier = classifier
         if every_n_images is not None and (
             int(every_n_images) < 1 or not global_batch_size
         ):
@@ -164,7 +187,14 @@ class QualityMetrics(GANCallback):
             done = self._steps * self.global_batch_size // self.every_n_images
             self._next_images = (done + 1) * self.every_n_images
         shape = tuple(self.model.generator.output_shape[1:])
-        if self.features == "classifier" and shape != (28, 28, 1):
+        if self.own_classifier is not None:
+            expected = tuple(self.own_classifier.inputs[0].shape[1:])
+            if shape != expected:
+                raise ValueError(
+                    f"Expected a generator of the classifier's {expected} images. "
+                    f"Received: a generator of {shape} images."
+                )
+        elif self.features == "classifier" and shape != (28, 28, 1):
             raise ValueError(
                 "QualityMetrics scores 28x28x1 digits with its MNIST classifier. "
                 f"Received: a generator of {shape} images. For RGB images pass "
@@ -181,7 +211,10 @@ class QualityMetrics(GANCallback):
                     self.real_features, held
                 )
             return
-        self.classifier, self.record = metrics.mnist_classifier(self.classifier_dir)
+        if self.own_classifier is not None:
+            self.classifier, self.record = self.own_classifier, None
+        else:
+            self.classifier, self.record = metrics.mnist_classifier(self.classifier_dir)
         real, held_out = self.real_images, self.held_out_images
         if real is None and held_out is None:  # the same for every run
             self.real_features, self.floor = metrics.offline_mnist_reference(
