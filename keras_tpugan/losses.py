@@ -196,5 +196,10 @@ def get(identifier):
         return LOSSES[identifier]()
     raise ValueError(
         f"Expected `loss` to be one of {sorted(LOSSES)} or an "
-        f"`AdversarialLoss` instance. Received: loss={identifier!r}."
+        f"`AdversarialLoss` instance. Received: loss={identifier!r}. "
+        "A Keras loss as the keras-io and TensorFlow DCGANs use it: "
+        "`BinaryCrossentropy(from_logits=True)` is 'non_saturating' (the "
+        "generator maximizes log D(G(z))), `Hinge` is 'hinge', "
+        "`MeanSquaredError` on logits is 'least_squares'; a WGAN critic's "
+        "mean difference is 'wasserstein'."
     )

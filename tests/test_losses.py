@@ -75,3 +75,6 @@ def test_get_passes_instances_and_refuses_unknown_names():
     assert losses.get(loss) is loss
     with pytest.raises(ValueError, match=r"one of \['hinge', 'least_squares'"):
         losses.get("minimax")
+    # A Keras loss object gets the name of the loss it is here.
+    with pytest.raises(ValueError, match=r"from_logits=True\)` is 'non_saturating'"):
+        losses.get(keras.losses.BinaryCrossentropy(from_logits=True))
