@@ -411,7 +411,7 @@ def _assert_same_state(a, b):
 def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     tmp_path, capsys
 ):
-    """Slow (about 25-35 s): three small runs of three epochs (one whole, one
+    """Slow (about 30-70 s): three small runs of three epochs (one whole, one
     stopped by its budget, then resumed)."""
     argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "1"]
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
@@ -452,7 +452,7 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
 def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_one(
     tmp_path,
 ):
-    """Slow (about 20-35 s): three command-line processes (one whole run, one
+    """Slow (about 25-60 s): three command-line processes (one whole run, one
     killed after its second epoch, one resuming it), two at a time."""
     command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
     command += ["--set", "epochs=4", "--snapshot-every", "0"]
