@@ -268,7 +268,7 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         )
 
     def gather(order, flips):
-        batch = _to_unit(tf.gather(stored, order))
+        batch = _scaled_batch(tf.gather(stored, order))
         batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
         return (batch, tf.gather(class_ids, order)) if labels else batch
 
@@ -278,11 +278,26 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _to_unit(batch):
+def _scaled_batch(batch):
     """A stored batch (uint8 pixels, or float32 already in [-1, 1]) in [-1, 1]."""
     if batch.dtype == tf.uint8:
         return tf.cast(batch, "float32") / 127.5 - 1.0
     return tf.cast(batch, "float32")
+
+
+def to_unit(images):
+    """Stored images (as `read_images` returns them) as float32 in [-1, 1].
+
+    Args:
+        images: uint8 pixels, or float images already in [-1, 1].
+
+    Returns:
+        A float32 numpy array of the same shape.
+    """
+    images = np.asarray(images)
+    if images.dtype == np.uint8:
+        return images.astype("float32") / 127.5 - 1.0
+    return images.astype("float32")
 
 
 def is_normalized(dataset):

@@ -871,16 +871,36 @@ def is_chief(strategy=None):
     Returns:
         A bool: False only on the non-chief workers of a multi-worker run.
     """
+    if keras.backend.backend() == "tensorflow":
+        strategy = strategy or tf.distribute.get_strategy()
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            task_type = strategy.cluster_resolver.task_type
+            if task_type not in (None, "chief", "worker"):
+                return False
+    return process_index(strategy) == 0
+
+
+def process_index(strategy=None):
+    """This process's index among the processes of a run (the chief's is 0).
+
+    Args:
+        strategy: The strategy (default: the current one). On JAX, the
+            index of `jax.distributed`.
+
+    Returns:
+        An int: 0 for the chief and for a run of one process; the workers
+        after it (a TensorFlow cluster with a "chief" task numbers its
+        workers from 1).
+    """
     if keras.backend.backend() == "jax":
         import jax
 
-        return jax.process_index() == 0
+        return jax.process_index()
     strategy = strategy or tf.distribute.get_strategy()
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return True
+        return 0
     resolver = strategy.cluster_resolver
-    task_type, task_id = resolver.task_type, resolver.task_id
-    if task_type is None or task_type == "chief":
-        return True
+    if resolver.task_type in (None, "chief"):
+        return 0
     has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return task_type == "worker" and task_id == 0 and not has_chief
+    return resolver.task_id + int(has_chief)

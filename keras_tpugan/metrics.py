@@ -117,8 +117,8 @@ def offline_mnist_reference(model, directory=None):
     stat = os.stat(path)
     key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
     if key not in _REFERENCES:
-        real = data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
-        held_out = data.offline_mnist("test")[0].astype("float32") / 127.5 - 1
+        real = data.to_unit(data.offline_mnist("train")[0])
+        held_out = data.to_unit(data.offline_mnist("test")[0])
         real_features, _ = classifier_outputs(model, real)
         held_features, held_probs = classifier_outputs(model, held_out)
         floor = {
@@ -139,8 +139,7 @@ def _train_classifier(epochs, seed):
     keras.utils.set_random_seed(seed)
     x_train, y_train = data.offline_mnist("train")
     x_test, y_test = data.offline_mnist("test")
-    x_train = x_train.astype("float32") / 127.5 - 1.0
-    x_test = x_test.astype("float32") / 127.5 - 1.0
+    x_train, x_test = data.to_unit(x_train), data.to_unit(x_test)
     model, accuracy = _fit_classifier(
         x_train, y_train, x_test, y_test, 10, epochs, seed, "mnist_classifier"
     )
@@ -247,9 +246,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
         with open(record_path) as f:
             return keras.saving.load_model(path), json.load(f)
     keras.utils.set_random_seed(seed)
-    x = images.astype("float32")
-    if images.dtype == np.uint8:
-        x = x / 127.5 - 1.0
+    x = data.to_unit(images)
     test = held_out_indices(len(x), seed)
     train = np.setdiff1d(np.arange(len(x)), test)
     model, accuracy = _fit_classifier(

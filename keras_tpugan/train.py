@@ -105,7 +105,8 @@ def train(
     gan = run.build_gan()
     backup_dir = os.path.join(workdir, BACKUP)
     if processes > 1:  # one backup per process: each restores its own
-        backup_dir = os.path.join(backup_dir, f"process_{_process_index(strategy)}")
+        index = distribute.process_index(strategy)
+        backup_dir = os.path.join(backup_dir, f"process_{index}")
     backup = keras.callbacks.BackupAndRestore(
         backup_dir, double_checkpoint=True, delete_checkpoint=False
     )
@@ -260,19 +261,6 @@ def _check_run_folder(config, workdir, resume):
         )
 
 
-def _process_index(strategy):
-    """This process's index among the run's processes (the chief's is 0)."""
-    if keras.backend.backend() == "jax":
-        import jax
-
-        return jax.process_index()
-    resolver = strategy.cluster_resolver
-    if resolver.task_type == "chief":
-        return 0
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return resolver.task_id + int(has_chief)
-
-
 class _Snapshots(keras.callbacks.Callback):
     """Saves the whole GAN every `every` epochs and after the last one."""
 
@@ -345,15 +333,9 @@ def _quality_reference(config, info, processes):
     )
     return {
         "classifier": model,
-        "real_images": _to_unit(images[train_part]),
-        "held_out_images": _to_unit(images[test]),
+        "real_images": data_lib.to_unit(images[train_part]),
+        "held_out_images": data_lib.to_unit(images[test]),
     }, None
-
-
-def _to_unit(images):
-    if images.dtype == np.uint8:
-        return images.astype("float32") / 127.5 - 1.0
-    return images.astype("float32")
 
 
 def _quality_every_images(config, info):

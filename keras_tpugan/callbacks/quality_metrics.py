@@ -222,9 +222,9 @@ class QualityMetrics(GANCallback):
             )
             return
         if real is None:
-            real = data.offline_mnist("train")[0].astype("float32") / 127.5 - 1
+            real = data.to_unit(data.offline_mnist("train")[0])
         if held_out is None:
-            held_out = data.offline_mnist("test")[0].astype("float32") / 127.5 - 1
+            held_out = data.to_unit(data.offline_mnist("test")[0])
         self.real_features, _ = self._extract(real)
         held_features, held_probs = self._extract(held_out)
         self.floor = {
