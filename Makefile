@@ -1,8 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
-#   make test   runs ruff and the test suite: on TensorFlow, then its
-#               both-backends part on JAX (4 host devices), sharing one cache,
-#               each pass on every core (pytest-xdist)
+#   make test   runs ruff and the test suite: on TensorFlow and, at the
+#               same time, its both-backends part on JAX (4 host devices),
+#               sharing one cache, each pass on every core (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # module fixtures are built once).
 PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile
 
-.PHONY: demo test lint install clean
+.PHONY: demo test test-full lint install clean
 
 $(BIN)/keras-tpugan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,20 @@ lint: install
 	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
 
 test: lint
-	cache=$$(mktemp -d) && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=tensorflow $(BIN)/python -m pytest $(PYTEST_ARGS) && \
-	KERAS_TPUGAN_TEST_CACHE=$$cache KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS); \
-	status=$$?; rm -rf $$cache; exit $$status
+	@cache=$$(mktemp -d); export KERAS_TPUGAN_TEST_CACHE=$$cache; \
+	KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS) > $$cache/jax.log 2>&1 & \
+	jax=$$!; \
+	echo "== TensorFlow pass (the JAX pass runs beside it; its output follows)"; \
+	KERAS_BACKEND=tensorflow $(BIN)/python -m pytest $(PYTEST_ARGS); tf_status=$$?; \
+	wait $$jax; jax_status=$$?; \
+	echo "== JAX pass"; cat $$cache/jax.log; rm -rf $$cache; \
+	echo "TensorFlow pass: exit $$tf_status; JAX pass: exit $$jax_status"; \
+	test $$tf_status -eq 0 && test $$jax_status -eq 0
+
+# The same passes with XLA at its default optimization level (make test
+# compiles the suite's tiny programs at level 0: see tests/conftest.py).
+test-full:
+	KERAS_TPUGAN_TEST_XLA_FLAGS= $(MAKE) test
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -2,6 +2,7 @@
 
     python backend_worker.py BACKEND train DIR   # train the cases, save files
     python backend_worker.py BACKEND load DIR    # load the other's files
+    python backend_worker.py BACKEND both DIR    # train, wait for the other, load
 
 `train`: for each case, builds the tiny GAN, loads the initial weights and
 the latents the test wrote to DIR (the same for both backends), trains
@@ -16,6 +17,7 @@ the same images.
 import json
 import os
 import sys
+import time
 
 if __name__ == "__main__":  # (test_backends.py imports the constants only)
     BACKEND, MODE, DIR = sys.argv[1:4]
@@ -140,7 +142,25 @@ def load(case):
     np.save(out + "_step.npy", ops.convert_to_numpy(gan.step_counter))
 
 
+def wait_for_the_other(timeout_seconds=600):
+    """Returns once the other backend's process has trained every case."""
+    other = "jax" if BACKEND == "tensorflow" else "tensorflow"
+    marker = os.path.join(DIR, f"{other}_trained")
+    deadline = time.monotonic() + timeout_seconds
+    while not os.path.exists(marker):
+        if time.monotonic() > deadline:
+            sys.exit(f"{other} did not finish training within {timeout_seconds} s")
+        time.sleep(0.1)
+
+
 if __name__ == "__main__":
-    for name in CASES:
-        (train if MODE == "train" else load)(name)
+    if MODE in ("train", "both"):
+        for name in CASES:
+            train(name)
+        open(os.path.join(DIR, f"{BACKEND}_trained"), "w").close()
+    if MODE == "both":
+        wait_for_the_other()
+    if MODE in ("load", "both"):
+        for name in CASES:
+            load(name)
     print("worker done")

@@ -22,6 +22,16 @@ os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get("KERAS_TPUGAN_TEST_CACHE") or 
     else tempfile.mkdtemp(prefix="keras_tpugan_cache_")
 )
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# XLA's CPU code generation at its lowest optimization level, in this
+# process and in every process a test starts: on the suite's tiny networks
+# compiling is most of a JAX test's time (three parity cases: 107 s -> 67 s),
+# and every check compares programs compiled alike. TensorFlow's XLA reads
+# the flag too (no measurable change there). `make test-full` runs the suite
+# at XLA's default level (KERAS_TPUGAN_TEST_XLA_FLAGS="").
+TEST_XLA_FLAGS = os.environ.get(
+    "KERAS_TPUGAN_TEST_XLA_FLAGS", "--xla_backend_optimization_level=0"
+)
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -54,14 +64,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def one_device_per_process(monkeypatch):
-    # The suite splits the CPU into four devices; each process gets one.
+    # The suite splits the CPU into four devices; each process gets one
+    # (and the suite's XLA flags, without the split).
     # (This process's JAX reads the flag once, when it first starts: start
     # it now, so that the tests after these still see four devices.)
     if BACKEND == "jax":
         import jax
 
         jax.devices()
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", TEST_XLA_FLAGS)
     monkeypatch.delenv("TF_CONFIG", raising=False)
 
 
@@ -107,6 +118,14 @@ def tiny_quality(classifier_dir, **kwargs):
         held_out_images=random_images(100, seed=1),
         **kwargs,
     )
+
+
+def subprocess_env(**overrides):
+    """This process's environment for a new process on one device, as a user's."""
+    env = {**os.environ, "XLA_FLAGS": TEST_XLA_FLAGS, **overrides}
+    if not env["XLA_FLAGS"]:
+        del env["XLA_FLAGS"]
+    return env
 
 
 def numpy_weights(model):

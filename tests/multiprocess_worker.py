@@ -24,6 +24,12 @@ SETTINGS = [
     "quality_every=0",
     "validation_split=none",
     "sample_every=3",
+    # Plumbing, not quality: the smallest networks.
+    "width=8",
+    "latent_dim=8",
+    # The survivor names its lost peer after this much silence (the default
+    # is 30 s, waited out by every run of the test).
+    "heartbeat_timeout_seconds=10",
 ]
 
 

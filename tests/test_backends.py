@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 
 import keras_tpugan as ktg
 
@@ -27,8 +28,7 @@ def _run_both(mode, directory):
     """Runs the worker on both backends at once (one process each)."""
     workers = []
     for backend in ("tensorflow", "jax"):
-        env = {**os.environ, "KERAS_BACKEND": backend}
-        env.pop("XLA_FLAGS", None)
+        env = subprocess_env(KERAS_BACKEND=backend)
         workers.append(
             subprocess.Popen(
                 [sys.executable, WORKER, backend, mode, str(directory)],
@@ -70,14 +70,15 @@ def runs(tmp_path_factory):
         )
         g.save_weights(directory / f"{case}_g.weights.h5")
         d.save_weights(directory / f"{case}_d.weights.h5")
-    _run_both("train", directory)  # each reads only the shared inputs
-    _run_both("load", directory)  # each loads the other's files
+    # Each trains from the shared inputs, waits for the other, then loads
+    # the other's files: one process per backend.
+    _run_both("both", directory)
     return directory
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tensorflow_and_jax_train_alike(runs, case):
-    """Slow on its first case (about 90-150 s): the module fixture starts four
+    """Slow on its first case (about 90-150 s): the module fixture starts two
     processes (each backend trains every case, then loads the other's files)."""
     logs = {}
     weights = {}

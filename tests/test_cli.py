@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import subprocess_env
 from PIL import Image
 
 from keras_tpugan import cli, precision
@@ -456,8 +457,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     killed after its second epoch, one resuming it), two at a time."""
     command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
     command += ["--set", "epochs=4", "--snapshot-every", "0"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env.pop("XLA_FLAGS", None)  # one device in each, as a user's command
+    env = subprocess_env(TF_CPP_MIN_LOG_LEVEL="3")  # one device each, as a user's
 
     def start(out, *extra):
         return subprocess.Popen(

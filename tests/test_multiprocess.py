@@ -135,6 +135,11 @@ PARITY = [
     # and the rounding stays rounding.
     "--set",
     "optimizer=lars",
+    # Plumbing, not quality: the smallest networks.
+    "--set",
+    "width=8",
+    "--set",
+    "latent_dim=8",
 ]
 
 
@@ -173,8 +178,9 @@ WORKER = os.path.join(os.path.dirname(__file__), "multiprocess_worker.py")
 def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     tmp_path, one_device_per_process
 ):
-    """Slow (about 80-110 s): three launches of two processes, and the survivor
-    waits out the heartbeat time-out (30 s) before it names the lost peer."""
+    """Slow (about 60-90 s): three launches of two processes, and the survivor
+    waits out the heartbeat time-out (10 s, multiprocess_worker.py) before it
+    names the lost peer."""
     # Uninterrupted, for reference.
     status, lines = _launch([WORKER, str(tmp_path / "ref")])
     assert status == 0, "\n".join(lines[-30:])
