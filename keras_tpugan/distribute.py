@@ -10,6 +10,7 @@ the backend Keras runs on, and both are used the same way:
 import atexit
 import contextlib
 import functools
+import glob
 import hashlib
 import json
 import logging
@@ -17,6 +18,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -61,7 +63,10 @@ def get_strategy(
             `KERAS_DISTRIBUTION_*` variables on JAX, as
             `keras-tpugan launch` sets them), else a TPU when one is
             reachable, else every local GPU (`MirroredStrategy`), else the
-            CPU. `"tpu"`, `"gpu"`,
+            CPU; when a TPU is attached (`attached_tpu()`) but the backend
+            cannot use it (TensorFlow without TPU support, JAX without its
+            TPU build), it warns (`RuntimeWarning` and the log) before it
+            falls back. `"tpu"`, `"gpu"`,
             `"cpu"` and `"multiworker"` (`MultiWorkerMirroredStrategy`,
             configured by the `TF_CONFIG` environment variable) ask for one
             explicitly and fail if it is not there.
@@ -122,9 +127,11 @@ def get_strategy(
     if keras.backend.backend() == "jax":
         return _jax_distribution(kind, num_replicas, **cluster)
     if kind in ("auto", "tpu"):
-        strategy = _tpu_strategy(tpu, required=kind == "tpu")
+        strategy, error = _tpu_strategy(tpu, required=kind == "tpu")
         if strategy is not None:
             return strategy
+        if kind == "auto":
+            _warn_unused_tpu(f"TensorFlow cannot reach it ({error})", stacklevel=3)
     if kind == "multiworker":
         if "TF_CONFIG" not in os.environ and _slurm_tasks() > 1:
             resolver = tf.distribute.cluster_resolver.SlurmClusterResolver()
@@ -687,6 +694,8 @@ def _jax_distribution(
             "'jax[tpu]'` on a TPU VM, `'jax[cuda12]'` for GPUs) or use "
             "kind='auto'."
         ) from e
+    if kind == "auto" and devices[0].platform == "cpu":
+        _warn_unused_tpu("this JAX has no TPU support", stacklevel=4)
     names = _pick(devices, num_replicas, devices[0].platform.upper())
     return keras.distribution.DataParallel(devices=names)
 
@@ -804,6 +813,7 @@ def _pick(devices, num_replicas, kind):
 
 
 def _tpu_strategy(tpu, required):
+    """A `TPUStrategy` and None, or None and why there is none."""
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
         tf.config.experimental_connect_to_cluster(resolver)
@@ -815,8 +825,62 @@ def _tpu_strategy(tpu, required):
                 f"({e}). On a TPU VM install `tensorflow-tpu` (2.19 or 2.20); "
                 "in Colab pick a TPU runtime; otherwise use kind='auto'."
             ) from e
-        return None
-    return tf.distribute.TPUStrategy(resolver)
+        return None, f"{type(e).__name__}: {e}".strip().splitlines()[0]
+    return tf.distribute.TPUStrategy(resolver), None
+
+
+# Where TPU VMs and Colab TPU runtimes show an attached TPU: its device files
+# (/dev/accel* up to v4, /dev/vfio/<n> from v5) and their images' variables.
+_TPU_DEVICE_PATTERNS = ("/dev/accel[0-9]*", "/dev/vfio/[0-9]*")
+_TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "COLAB_TPU_ADDR")
+
+
+def attached_tpu():
+    """Says whether a TPU is attached to this machine, without asking a framework.
+
+    It reads what TPU VMs and Colab TPU runtimes expose: the TPU's device
+    files (`/dev/accel*`, or `/dev/vfio/<n>` on newer TPUs) and the
+    variables their images set (`TPU_ACCELERATOR_TYPE`, `TPU_NAME`,
+    `COLAB_TPU_ADDR`). `get_strategy("auto")` uses it to warn when it falls
+    back to the CPU on a machine that has a TPU.
+
+    Returns:
+        What was seen (a device file or `NAME=value`), or None.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> seen = ktg.distribute.attached_tpu()  # None on a machine without one
+    """
+    for pattern in _TPU_DEVICE_PATTERNS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    for name in _TPU_VARIABLES:
+        if os.environ.get(name):
+            return f"{name}={os.environ[name]}"
+    return None
+
+
+def _warn_unused_tpu(reason, stacklevel):
+    """Warns, loudly, when a TPU is attached but the backend cannot use it."""
+    seen = attached_tpu()
+    if seen is None:
+        return
+    backend = keras.backend.backend()
+    fix = (
+        "use the JAX backend (KERAS_BACKEND=jax with `pip install 'jax[tpu]'`; "
+        "today's Colab TPU runtimes), or install `tensorflow-tpu` 2.19/2.20"
+        if backend == "tensorflow"
+        else "install JAX's TPU build (`pip install 'jax[tpu]'`)"
+    )
+    message = (
+        f"A TPU is attached ({seen}), but {reason}: get_strategy('auto') falls "
+        f"back to the {'GPU or ' if backend == 'tensorflow' else ''}CPU, much "
+        f"slower. To train on the TPU, {fix}."
+    )
+    logger.warning(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
 
 def check_global_batch(global_batch_size, strategy=None):

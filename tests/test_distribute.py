@@ -1,5 +1,6 @@
 import re
 import threading
+import warnings
 
 import keras
 import pytest
@@ -154,3 +155,35 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     del kept
     distribute.release_unused_iterators().join(timeout=60)
     assert distribute._ITERATORS == []
+
+
+def test_attached_tpu_reads_device_files_and_tpu_variables(monkeypatch, tmp_path):
+    for name in distribute._TPU_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(distribute, "_TPU_DEVICE_PATTERNS", (str(tmp_path / "accel*"),))
+    assert distribute.attached_tpu() is None
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
+    assert distribute.attached_tpu() == "TPU_ACCELERATOR_TYPE=v5litepod-8"
+    (tmp_path / "accel0").touch()
+    assert distribute.attached_tpu() == str(tmp_path / "accel0")
+
+
+def test_auto_warns_when_a_tpu_is_attached_but_the_backend_cannot_use_it(
+    monkeypatch,
+):
+    monkeypatch.setattr(distribute, "attached_tpu", lambda: "/dev/accel0")
+    with pytest.warns(RuntimeWarning) as record:
+        strategy = distribute.get_strategy("auto")
+    assert distribute.num_replicas(strategy) == 4  # the CPU's split, as before
+    (warning,) = [w for w in record if "A TPU is attached" in str(w.message)]
+    message = str(warning.message)
+    assert "A TPU is attached (/dev/accel0)" in message
+    assert "falls back to the" in message and "CPU" in message
+    fix = "KERAS_BACKEND=jax" if BACKEND == "tensorflow" else "pip install 'jax[tpu]'"
+    assert fix in message
+    assert warning.filename == __file__  # the user's line
+    # Without a TPU attached, no warning.
+    monkeypatch.setattr(distribute, "attached_tpu", lambda: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        distribute.get_strategy("auto")
