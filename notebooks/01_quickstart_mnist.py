@@ -25,47 +25,83 @@ EPOCHS = 15  # @param {type:"integer"}
 BATCH_SIZE = 256  # @param {type:"integer"}
 WIDTH = 128  # @param {type:"integer"}
 DATASET = "mnist"  # @param {type:"string"}
-PRECISION = "mixed_bfloat16"  # @param ["mixed_bfloat16", "mixed_float16", "float32"]
+# "auto": mixed_bfloat16 where the hardware computes in bfloat16 (TPUs, recent GPUs),
+# else float32.
+PRECISION = "auto"  # @param ["auto", "mixed_bfloat16", "mixed_float16", "float32"]
+# Score FCD and the classifier score every N epochs (0: off).
 QUALITY_EVERY = 5  # @param {type:"integer"}
 OUT = "runs/quickstart"  # @param {type:"string"}
-# "jax" for today's Colab TPU runtimes (JAX-first); "tensorflow" for GPUs, CPUs and
-# TPUs with TensorFlow's TPU build (2.19/2.20).
-BACKEND = "tensorflow"  # @param ["tensorflow", "jax"]
-# A pip requirement for keras-tpugan: a git URL or path of this repository (with the
-# [cpu,jax-tpu], [tpu], [gpu] or [cpu] extra). Installed only in Colab.
+# "auto": JAX when a TPU is attached and TensorFlow has no TPU support (today's Colab TPU
+# runtimes), else TensorFlow; or name one.
+BACKEND = "auto"  # @param ["auto", "tensorflow", "jax"]
+# In Colab: what pip installs keras-tpugan from (a wheel, a git URL with an extra such as
+# [cpu,jax-tpu], [tpu], [gpu] or [cpu], or an index name).
 PACKAGE = ""  # @param {type:"string"}
 
 # %% [markdown]
-# ## Install
-# In Colab, install keras-tpugan from the repository (set `PACKAGE` above). Elsewhere the
-# notebook uses the environment it runs in.
+# ## Install and backend
+# In Colab, `PACKAGE` is installed with pip: a wheel (`python -m build` in the repository
+# writes one to `dist/`; upload it or put it on Drive), a git URL
+# (`git+https://...` with an extra such as `[cpu,jax-tpu]`) or an index name. Elsewhere the
+# notebook uses the environment it runs in. Keras reads its backend once, when it is first
+# imported, so the backend is set here: `"auto"` takes JAX when a TPU is attached and
+# TensorFlow has no TPU support (today's Colab TPU runtimes), else TensorFlow.
 
-# %%
+# %% tags=["setup"]
+import glob
+import importlib.metadata
+import importlib.util
+import os
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and PACKAGE:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", PACKAGE], check=True)
+elif importlib.util.find_spec("keras_tpugan") is None:
+    raise SystemExit(
+        "keras_tpugan is not installed: set PACKAGE (a wheel path, a git URL or an "
+        "index name) in the parameters cell and run again."
+    )
+
+
+def tensorflow_has_tpu_support():
+    """True when TensorFlow's TPU build (the tensorflow-tpu distribution) is installed."""
+    try:
+        importlib.metadata.version("tensorflow-tpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# The TPU's device files (up to v4, from v5) and the variables TPU images set.
+tpu_attached = bool(
+    glob.glob("/dev/accel[0-9]*")
+    or glob.glob("/dev/vfio/[0-9]*")
+    or os.environ.get("TPU_ACCELERATOR_TYPE")
+    or os.environ.get("COLAB_TPU_ADDR")
+)
+if BACKEND == "auto":
+    BACKEND = (
+        "jax" if tpu_attached and not tensorflow_has_tpu_support() else "tensorflow"
+    )
+os.environ["KERAS_BACKEND"] = BACKEND
+print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 
 # %% [markdown]
 # ## Runtime and precision
-# Keras reads its backend once, when it is first imported. On TensorFlow,
+# On TensorFlow,
 # `get_strategy("auto")` finds a TPU (TPUStrategy), else every GPU (MirroredStrategy), else
 # the CPU; on JAX it returns a `keras.distribution.DataParallel` over every TPU core, GPU or
 # CPU. Both are used as `with strategy.scope():`. The dtype policy must be set before the
 # models are built.
 
 # %%
-import os
-
-os.environ["KERAS_BACKEND"] = BACKEND
-
 import keras
 
 import keras_tpugan as ktg
 
 strategy = ktg.distribute.get_strategy("auto")
-ktg.precision.configure(PRECISION)
+ktg.precision.configure(PRECISION, strategy)
 print(
     f"{keras.backend.backend()}: {ktg.distribute.strategy_name(strategy)} with "
     f"{ktg.distribute.num_replicas(strategy)} replica(s), "
@@ -114,18 +150,17 @@ with strategy.scope():
 
 # %%
 speed = ktg.callbacks.Throughput(global_batch_size=BATCH_SIZE)
-history = gan.fit(
-    ds,
-    epochs=EPOCHS,
-    verbose=2,
-    callbacks=[
-        speed,
-        ktg.callbacks.QualityMetrics(every_n_epochs=QUALITY_EVERY, num_images=500),
-        ktg.callbacks.DivergenceGuard(),
-        ktg.callbacks.SampleGrid(f"{OUT}/samples"),
-        ktg.callbacks.LossCurves(OUT),
-    ],
-)
+callbacks = [
+    speed,
+    ktg.callbacks.DivergenceGuard(),
+    ktg.callbacks.SampleGrid(f"{OUT}/samples"),
+    ktg.callbacks.LossCurves(OUT),
+]
+if QUALITY_EVERY > 0:
+    callbacks.append(
+        ktg.callbacks.QualityMetrics(every_n_epochs=QUALITY_EVERY, num_images=500)
+    )
+history = gan.fit(ds, epochs=EPOCHS, verbose=2, callbacks=callbacks)
 print(f"{speed.mean_images_per_sec} images/s after the compiling epoch")
 
 # %% [markdown]
@@ -135,11 +170,14 @@ print(f"{speed.mean_images_per_sec} images/s after the compiling epoch")
 
 # %%
 last = {k: v[-1] for k, v in history.history.items()}
-print(
-    f"FCD {last['fcd']:.1f} (real floor {last['fcd_real_floor']:.1f}); "
-    f"classifier score {last['classifier_score']:.2f} "
-    f"(real {last['classifier_score_real']:.2f})"
-)
+if "fcd" in last:
+    print(
+        f"FCD {last['fcd']:.1f} (real floor {last['fcd_real_floor']:.1f}); "
+        f"classifier score {last['classifier_score']:.2f} "
+        f"(real {last['classifier_score_real']:.2f})"
+    )
+else:
+    print("quality scoring is off (QUALITY_EVERY = 0)")
 
 # %% [markdown]
 # ## Save and sample

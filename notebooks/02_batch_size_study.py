@@ -28,17 +28,61 @@ LR_SCALING = "none"  # @param ["none", "linear", "sqrt"]
 OPTIMIZER = "adam"  # @param ["adam", "lars", "lamb"]
 OUT = "runs/batch_size_study"  # @param {type:"string"}
 OVERRIDES = []  # @param {type:"raw"}
+# "auto": JAX when a TPU is attached and TensorFlow has no TPU support (today's Colab TPU
+# runtimes), else TensorFlow; or name one.
+BACKEND = "auto"  # @param ["auto", "tensorflow", "jax"]
+# In Colab: what pip installs keras-tpugan from (a wheel, a git URL with an extra such as
+# [cpu,jax-tpu], [tpu], [gpu] or [cpu], or an index name).
 PACKAGE = ""  # @param {type:"string"}
 
 # %% [markdown]
-# ## Install (Colab only)
+# ## Install and backend
+# In Colab, `PACKAGE` is installed with pip: a wheel (`python -m build` in the repository
+# writes one to `dist/`; upload it or put it on Drive), a git URL
+# (`git+https://...` with an extra such as `[cpu,jax-tpu]`) or an index name. Elsewhere the
+# notebook uses the environment it runs in. Keras reads its backend once, when it is first
+# imported, so the backend is set here: `"auto"` takes JAX when a TPU is attached and
+# TensorFlow has no TPU support (today's Colab TPU runtimes), else TensorFlow.
 
-# %%
+# %% tags=["setup"]
+import glob
+import importlib.metadata
+import importlib.util
+import os
 import subprocess
 import sys
 
 if "google.colab" in sys.modules and PACKAGE:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", PACKAGE], check=True)
+elif importlib.util.find_spec("keras_tpugan") is None:
+    raise SystemExit(
+        "keras_tpugan is not installed: set PACKAGE (a wheel path, a git URL or an "
+        "index name) in the parameters cell and run again."
+    )
+
+
+def tensorflow_has_tpu_support():
+    """True when TensorFlow's TPU build (the tensorflow-tpu distribution) is installed."""
+    try:
+        importlib.metadata.version("tensorflow-tpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# The TPU's device files (up to v4, from v5) and the variables TPU images set.
+tpu_attached = bool(
+    glob.glob("/dev/accel[0-9]*")
+    or glob.glob("/dev/vfio/[0-9]*")
+    or os.environ.get("TPU_ACCELERATOR_TYPE")
+    or os.environ.get("COLAB_TPU_ADDR")
+)
+if BACKEND == "auto":
+    BACKEND = (
+        "jax" if tpu_attached and not tensorflow_has_tpu_support() else "tensorflow"
+    )
+os.environ["KERAS_BACKEND"] = BACKEND
+print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 
 # %% [markdown]
 # ## Run the sweep

@@ -1,12 +1,19 @@
 """The Colab notebooks: generated from their .py sources, and they run."""
 
 import glob
+import importlib.metadata
+import importlib.util
 import os
+import subprocess
+import sys
+import types
 
 import jupytext
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+import keras_tpugan as ktg
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "notebooks")
 SOURCES = sorted(glob.glob(os.path.join(HERE, "*.py")))
@@ -70,19 +77,20 @@ def test_quickstart_runs(tmp_path):
     ):
         assert (out / name).exists(), name
     text = _text(nb)
-    assert (
-        "tensorflow: DefaultStrategy with 1 replica(s), policy mixed_bfloat16" in text
-    )
+    # BACKEND and PRECISION "auto": TensorFlow on this machine without a TPU,
+    # and the policy "auto" stands for here.
+    policy, _ = ktg.precision.resolve()
+    assert f"tensorflow: DefaultStrategy with 1 replica(s), policy {policy}" in text
     assert "'source': 'offline'" in text and "FCD" in text
 
 
 def test_quickstart_runs_on_jax(tmp_path):
-    """Slow (about 55-65 s): a new kernel imports JAX, compiles and trains, then
-    scores the samples."""
+    """Slow (about 40-65 s): a new kernel imports JAX, compiles and trains, with
+    scoring off (QualityMetrics on JAX: test_callbacks, test_metrics)."""
     out = tmp_path / "j"
     nb = _execute(
         "01_quickstart_mnist.ipynb",
-        "EPOCHS = 1\nBATCH_SIZE = 200\nWIDTH = 16\nQUALITY_EVERY = 1\n"
+        "EPOCHS = 1\nBATCH_SIZE = 200\nWIDTH = 16\nQUALITY_EVERY = 0\n"
         f"BACKEND = 'jax'\nOUT = {str(out)!r}",
         tmp_path,
     )
@@ -91,8 +99,10 @@ def test_quickstart_runs_on_jax(tmp_path):
     text = _text(nb)
     # As many replicas as JAX has CPU devices in this process's environment.
     assert "jax: DataParallel with " in text
-    assert "replica(s), policy mixed_bfloat16" in text
-    assert "FCD" in text
+    assert f"replica(s), policy {ktg.precision.resolve()[0]}" in text
+    # QUALITY_EVERY = 0 turns scoring off.
+    assert "quality scoring is off (QUALITY_EVERY = 0)" in text
+    assert "FCD" not in text
 
 
 def test_batch_size_study_runs(tmp_path):
@@ -124,3 +134,87 @@ def test_keras_tuner_notebook_runs(tmp_path):
     )
     assert (out / "results.md").exists() and (out / "quality_vs_time.png").exists()
     assert "best by fcd: {'batch_size':" in _text(nb)
+
+
+NOTEBOOKS = [os.path.basename(s).replace(".py", ".ipynb") for s in SOURCES]
+
+
+def _run_setup_cell(
+    name,
+    monkeypatch,
+    colab,
+    package="",
+    backend="auto",
+    installed=True,
+    tpu=False,
+    tensorflow_tpu=False,
+):
+    """Runs a notebook's install-and-backend cell here, with Colab, pip, the
+    installed packages and the TPU's device files mocked."""
+    notebook = nbformat.read(os.path.join(HERE, name), as_version=4)
+    (cell,) = [c for c in notebook.cells if "setup" in c.metadata.get("tags", [])]
+    pip = []
+    monkeypatch.setattr(subprocess, "run", lambda command, check: pip.append(command))
+    if colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda module, *args: (
+            None if module == "keras_tpugan" and not installed else find_spec(module)
+        ),
+    )
+    monkeypatch.setattr(
+        glob, "glob", lambda p: ["/dev/accel0"] if tpu and "accel" in p else []
+    )
+    for variable in ("TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR"):
+        monkeypatch.delenv(variable, raising=False)
+    version = importlib.metadata.version
+
+    def versions(distribution):
+        if distribution != "tensorflow-tpu":
+            return version(distribution)
+        if not tensorflow_tpu:
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return "2.20.0"
+
+    monkeypatch.setattr(importlib.metadata, "version", versions)
+    monkeypatch.setenv("KERAS_BACKEND", os.environ.get("KERAS_BACKEND", ""))
+    scope = {"PACKAGE": package, "BACKEND": backend}
+    exec(cell.source, scope)
+    return pip, os.environ["KERAS_BACKEND"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_install_cell_installs_package_in_colab_or_says_what_to_set(
+    name, monkeypatch, capsys
+):
+    pip, _ = _run_setup_cell(name, monkeypatch, colab=True, package="dist/x.whl")
+    assert pip == [[sys.executable, "-m", "pip", "install", "-q", "dist/x.whl"]]
+    # Outside Colab the notebook uses its environment: nothing installed.
+    pip, _ = _run_setup_cell(name, monkeypatch, colab=False, package="dist/x.whl")
+    assert pip == []
+    # Not installed and no PACKAGE: one line saying what to set.
+    with pytest.raises(
+        SystemExit, match=r"^keras_tpugan is not installed: set PACKAGE"
+    ):
+        _run_setup_cell(name, monkeypatch, colab=True, installed=False)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_auto_backend_is_jax_on_a_tpu_without_tensorflow_tpu_support(
+    name, monkeypatch, capsys
+):
+    assert _run_setup_cell(name, monkeypatch, colab=True, tpu=True)[1] == "jax"
+    assert "backend: jax (TPU attached: True)" in capsys.readouterr().out
+    # TensorFlow's TPU build installed, or no TPU: TensorFlow.
+    with_tf = _run_setup_cell(
+        name, monkeypatch, colab=True, tpu=True, tensorflow_tpu=True
+    )
+    assert with_tf[1] == "tensorflow"
+    assert _run_setup_cell(name, monkeypatch, colab=True)[1] == "tensorflow"
+    # A backend named is kept.
+    assert _run_setup_cell(name, monkeypatch, colab=True, backend="jax")[1] == "jax"
