@@ -143,7 +143,11 @@ class GAN(BackendGANStep, keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_networks(generator, discriminator, latent_dim, num_classes)
+        # One warning at most about a generator that cannot reach -1: at
+        # its last activation here, else on its first batch at `fit`.
+        self._checked_output_range = _check_networks(
+            generator, discriminator, latent_dim, num_classes
+        )
         if int(discriminator_steps) < 1:
             raise ValueError(
                 "Expected `discriminator_steps` >= 1. Received: "
@@ -340,6 +344,7 @@ class GAN(BackendGANStep, keras.Model):
             A `keras.callbacks.History`.
         """
         self._check_fit_input(x, y, batch_size)
+        self._check_generated_range()
         if isinstance(x, tf.data.Dataset):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
             x = distribute.shard_over_processes(x, self.strategy)
@@ -551,6 +556,15 @@ class GAN(BackendGANStep, keras.Model):
             self._checked_datasets.add(dataset)  # once per dataset, not per fit
             return
         self._check_conventions(x, y)
+
+    def _check_generated_range(self):
+        """Warns once when the generator's first batch has no negative pixel."""
+        if self._checked_output_range:
+            return
+        self._checked_output_range = True
+        # numpy latents from their own seed: the GAN's random state is untouched.
+        images = self.generate(8, seed=0, use_ema=False)
+        gan_checks.warn_one_sided_samples(self.generator, images, stacklevel=4)
 
     def _check_conventions(self, x, y):
         if x is None or "int" in str(getattr(x, "dtype", "")):
@@ -805,12 +819,14 @@ def _keyed_dropout_slots(discriminator):
 
 
 def _check_networks(generator, discriminator, latent_dim, num_classes):
+    """Refuses networks the GAN cannot train; True when it warned about the
+    generator's output range."""
     g_inputs = _defined_inputs("generator", generator, f"keras.Input(({latent_dim},))")
     d_inputs = _defined_inputs(
         "discriminator", discriminator, "keras.Input(image_shape)"
     )
     gan_checks.check_logits(discriminator)
-    gan_checks.warn_one_sided_output(generator, stacklevel=4)
+    warned = gan_checks.warn_one_sided_output(generator, stacklevel=4)
     expected = 1 if num_classes is None else 2
     for name, inputs, what in (
         ("generator", g_inputs, "[latents, labels]"),
@@ -833,6 +849,7 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
             f"Expected latent_dim to match the generator's input size "
             f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
         )
+    return warned
 
 
 def _defined_inputs(name, model, first_layer):

@@ -9,6 +9,7 @@ the whole [-1, 1] range of the real images.
 import warnings
 
 import keras
+import numpy as np
 
 # Activations whose outputs cannot cover [-1, 1]: [0, 1] or [0, inf).
 _ONE_SIDED = ("sigmoid", "hard_sigmoid", "softmax", "relu", "relu6", "softplus", "elu")
@@ -92,6 +93,35 @@ def warn_one_sided_output(generator, stacklevel=3):
     warnings.warn(
         f"The generator {generator.name!r} ends in {activation} (layer "
         f"{layer.name!r}), whose outputs cannot be negative, but the GAN "
+        "trains on real images in [-1, 1] (`load_images` scales them so): "
+        "the discriminator would tell every generated image by its range. "
+        "End the generator in tanh (`activation='tanh'`), as "
+        "`keras_tpugan.models.dcgan_generator` does.",
+        stacklevel=stacklevel,
+    )
+    return True
+
+
+def warn_one_sided_samples(generator, images, stacklevel):
+    """Warns when a batch the generator made has no negative pixel.
+
+    The check after `warn_one_sided_output`: it sees what no layer name
+    shows (a custom layer, `ops.sigmoid` in a `call`, a final `Rescaling`).
+
+    Args:
+        generator: The generator model (named in the message).
+        images: A batch it generated, as a numpy array.
+        stacklevel: Passed to `warnings.warn` (the user's `fit(...)` line).
+
+    Returns:
+        True when it warned.
+    """
+    low, high = float(np.min(images)), float(np.max(images))
+    if low < 0.0:
+        return False
+    warnings.warn(
+        f"The generator {generator.name!r} made a first batch in "
+        f"[{low:.4g}, {high:.4g}], without one negative pixel, but the GAN "
         "trains on real images in [-1, 1] (`load_images` scales them so): "
         "the discriminator would tell every generated image by its range. "
         "End the generator in tanh (`activation='tanh'`), as "

@@ -733,6 +733,39 @@ def test_a_generator_that_cannot_reach_minus_one_gets_one_warning_at_its_line():
         ktg.GAN(ktg.models.dcgan_generator(LATENT, width=8), discriminator, LATENT)
 
 
+def test_a_generator_whose_first_batch_has_no_negative_pixel_warns_at_fit():
+    # A sigmoid no layer shows (inside a Lambda): seen on the first generated
+    # batch, at the user's fit line, once.
+    generator = keras.Sequential(
+        [
+            keras.Input((LATENT,)),
+            keras.layers.Dense(784),
+            keras.layers.Lambda(keras.ops.sigmoid),
+            keras.layers.Reshape((28, 28, 1)),
+        ],
+        name="my_generator",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing at GAN(...)
+        gan = ktg.GAN(generator, ktg.models.dcgan_discriminator(width=8), LATENT)
+    gan.compile(jit_compile=False)
+    ds = batches(random_images(8), 8)
+    with pytest.warns(UserWarning) as caught:
+        gan.fit(ds, verbose=0)
+    (warning,) = [w for w in caught if "negative pixel" in str(w.message)]
+    assert warning.filename == __file__
+    message = str(warning.message)
+    assert "'my_generator' made a first batch in [0" in message and "tanh" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        gan.fit(ds, verbose=0)  # once
+    # A tanh generator: no warning at fit.
+    gan = tiny_gan()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        gan.fit(ds, verbose=0)
+
+
 def test_generate_refuses_the_labels_fit_refuses_with_the_same_messages():
     gan = tiny_gan(num_classes=3)
     with pytest.raises(ValueError, match=r"integer class ids.*label 1\.7"):
