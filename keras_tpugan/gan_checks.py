@@ -77,6 +77,15 @@ def check_logits(discriminator):
         )
 
 
+# Why a generator that cannot reach -1 fails, and the fix: both warnings end so.
+_ONE_SIDED_FIX = (
+    "trains on real images in [-1, 1] (`load_images` scales them so): the "
+    "discriminator would tell every generated image by its range. End the "
+    "generator in tanh (`activation='tanh'`), as "
+    "`keras_tpugan.models.dcgan_generator` does."
+)
+
+
 def warn_one_sided_output(generator, stacklevel=3):
     """Warns once when the generator's final activation cannot cover [-1, 1].
 
@@ -93,10 +102,7 @@ def warn_one_sided_output(generator, stacklevel=3):
     warnings.warn(
         f"The generator {generator.name!r} ends in {activation} (layer "
         f"{layer.name!r}), whose outputs cannot be negative, but the GAN "
-        "trains on real images in [-1, 1] (`load_images` scales them so): "
-        "the discriminator would tell every generated image by its range. "
-        "End the generator in tanh (`activation='tanh'`), as "
-        "`keras_tpugan.models.dcgan_generator` does.",
+        + _ONE_SIDED_FIX,
         stacklevel=stacklevel,
     )
     return True
@@ -122,10 +128,7 @@ def warn_one_sided_samples(generator, images, stacklevel):
     warnings.warn(
         f"The generator {generator.name!r} made a first batch in "
         f"[{low:.4g}, {high:.4g}], without one negative pixel, but the GAN "
-        "trains on real images in [-1, 1] (`load_images` scales them so): "
-        "the discriminator would tell every generated image by its range. "
-        "End the generator in tanh (`activation='tanh'`), as "
-        "`keras_tpugan.models.dcgan_generator` does.",
+        + _ONE_SIDED_FIX,
         stacklevel=stacklevel,
     )
     return True
