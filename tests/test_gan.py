@@ -748,7 +748,7 @@ def test_a_generator_whose_first_batch_has_no_negative_pixel_warns_at_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # nothing at GAN(...)
         gan = ktg.GAN(generator, ktg.models.dcgan_discriminator(width=8), LATENT)
-    gan.compile(jit_compile=False)
+    gan.compile()  # on JAX a jitted step: an un-jitted one runs op by op
     ds = batches(random_images(8), 8)
     with pytest.warns(UserWarning) as caught:
         gan.fit(ds, verbose=0)
