@@ -327,7 +327,9 @@ class GAN(BackendGANStep, keras.Model):
         """Trains the GAN; see `keras.Model.fit`.
 
         Before training it checks what it can of the input: the dataset is
-        not empty, and the global batch splits evenly over the replicas. For
+        not empty, and the global batch splits evenly over the replicas. On
+        the first call it also generates one small batch and warns when no
+        pixel is negative (a generator that cannot reach -1). For
         a `load_images` dataset it keys the shuffle order on the epoch, so a
         run resumed by `keras.callbacks.BackupAndRestore` is exact.
 
