@@ -1,8 +1,6 @@
 """Runs in its own process on one Keras backend, for `test_backends.py`.
 
-    python backend_worker.py BACKEND train DIR   # train the cases, save files
-    python backend_worker.py BACKEND load DIR    # load the other's files
-    python backend_worker.py BACKEND both DIR    # train, wait for the other, load
+    python backend_worker.py BACKEND DIR   # train, wait for the other, load
 
 `train`: for each case, builds the tiny GAN, loads the initial weights and
 the latents the test wrote to DIR (the same for both backends), trains
@@ -20,7 +18,7 @@ import sys
 import time
 
 if __name__ == "__main__":  # (test_backends.py imports the constants only)
-    BACKEND, MODE, DIR = sys.argv[1:4]
+    BACKEND, DIR = sys.argv[1:3]
     os.environ["KERAS_BACKEND"] = BACKEND
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -154,13 +152,10 @@ def wait_for_the_other(timeout_seconds=600):
 
 
 if __name__ == "__main__":
-    if MODE in ("train", "both"):
-        for name in CASES:
-            train(name)
-        open(os.path.join(DIR, f"{BACKEND}_trained"), "w").close()
-    if MODE == "both":
-        wait_for_the_other()
-    if MODE in ("load", "both"):
-        for name in CASES:
-            load(name)
+    for name in CASES:
+        train(name)
+    open(os.path.join(DIR, f"{BACKEND}_trained"), "w").close()
+    wait_for_the_other()
+    for name in CASES:
+        load(name)
     print("worker done")

@@ -24,14 +24,14 @@ from backend_worker import BATCH, CASES, LATENT, STEPS  # noqa: E402
 ATOL = 1e-5
 
 
-def _run_both(mode, directory):
+def _run_both(directory):
     """Runs the worker on both backends at once (one process each)."""
     workers = []
     for backend in ("tensorflow", "jax"):
         env = subprocess_env(KERAS_BACKEND=backend)
         workers.append(
             subprocess.Popen(
-                [sys.executable, WORKER, backend, mode, str(directory)],
+                [sys.executable, WORKER, backend, str(directory)],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -72,7 +72,7 @@ def runs(tmp_path_factory):
         d.save_weights(directory / f"{case}_d.weights.h5")
     # Each trains from the shared inputs, waits for the other, then loads
     # the other's files: one process per backend.
-    _run_both("both", directory)
+    _run_both(directory)
     return directory
 
 
