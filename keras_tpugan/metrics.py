@@ -1,8 +1,9 @@
 """Sample-quality metrics that work offline.
 
-An MNIST classifier trained by the package on the offline subset (seeded,
-cached on disk with its test accuracy, rebuilt when missing) provides
-features and class probabilities for:
+An MNIST classifier trained on the offline subset (seeded; shipped with the
+package with its test accuracy, so that every machine scores with the same
+weights; `mnist_classifier(rebuild=True)` trains it anew into the cache)
+provides features and class probabilities for:
 
 - the Frechet classifier distance (FCD): FID's recipe on the classifier's
   penultimate features;
@@ -33,6 +34,11 @@ logger = logging.getLogger("keras_tpugan")
 
 CLASSIFIER_VERSION = 1
 MIN_ACCURACY = 0.97
+# The classifier `mnist_classifier(rebuild=True)` trains with its defaults,
+# shipped (written by `mnist_classifier("keras_tpugan/assets", rebuild=True)`).
+SHIPPED_CLASSIFIER = os.path.join(
+    os.path.dirname(__file__), "assets", f"mnist_classifier_v{CLASSIFIER_VERSION}.keras"
+)
 
 
 def cache_dir():
@@ -42,18 +48,22 @@ def cache_dir():
 
 
 def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
-    """Returns the MNIST classifier and its record, training it if needed.
+    """Returns the MNIST metric classifier and its record.
 
-    The classifier is trained on the offline subset's 4,000 train digits
-    and tested on its 1,000 held-out digits; the model is cached as
-    `mnist_classifier_v1.keras` with a JSON record (test accuracy, seed).
-    It is float32 whatever the global dtype policy.
+    The classifier was trained on the offline subset's 4,000 train digits
+    and tested on its 1,000 held-out digits. The package ships one, trained
+    with the defaults below, so that scores are comparable across machines
+    and need no training. `rebuild=True` trains one anew and caches it in
+    `directory` as `mnist_classifier_v1.keras` with a JSON record (test
+    accuracy, seed); a cached one is then loaded in place of the shipped
+    one. It is float32 whatever the global dtype policy.
 
     Args:
         directory: Cache folder (default: `cache_dir()`).
-        rebuild: Train again even when a cached model exists.
-        epochs: Training epochs.
-        seed: Seed of the weights, the shuffling and the augmentation.
+        rebuild: Train again and cache the result.
+        epochs: Training epochs (when training).
+        seed: Seed of the weights, the shuffling and the augmentation (when
+            training).
 
     Returns:
         `(model, record)`: a `keras.Model` from images in [-1, 1] to
@@ -65,16 +75,15 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
     >>> record["test_accuracy"] >= 0.97
     True
     """
-    path = classifier_path(directory)
-    directory = os.path.dirname(path)
-    record_path = path.replace(".keras", ".json")
-    if not rebuild and os.path.exists(path) and os.path.exists(record_path):
-        with open(record_path) as f:
+    if not rebuild:
+        path = classifier_path(directory)
+        with open(path.replace(".keras", ".json")) as f:
             return keras.saving.load_model(path), json.load(f)
-    os.makedirs(directory, exist_ok=True)
+    path = _cached_classifier_path(directory)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     model, record = _train_classifier(epochs, seed)
     model.save(path)
-    with open(record_path, "w") as f:
+    with open(path.replace(".keras", ".json"), "w") as f:
         json.dump(record, f, indent=2)
     logger.warning(
         "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
@@ -85,14 +94,23 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
 
 
 def classifier_path(directory=None):
-    """The file `mnist_classifier` caches its classifier in.
+    """The file `mnist_classifier` loads its classifier from.
 
     Args:
         directory: Cache folder (default: `cache_dir()`).
 
     Returns:
-        The path of the `.keras` file (which may not exist yet).
+        The path of the `.keras` file: the one cached in `directory` by a
+        rebuild when there is one, else the one shipped with the package.
+        Its record is the same path ending in `.json`.
     """
+    cached = _cached_classifier_path(directory)
+    if os.path.exists(cached) and os.path.exists(cached.replace(".keras", ".json")):
+        return cached
+    return SHIPPED_CLASSIFIER
+
+
+def _cached_classifier_path(directory):
     directory = directory or cache_dir()
     return os.path.join(directory, f"mnist_classifier_v{CLASSIFIER_VERSION}.keras")
 

@@ -3,10 +3,10 @@
 The suite runs on the backend named by KERAS_BACKEND (default: tensorflow).
 On JAX (`KERAS_BACKEND=jax pytest`) it runs the tests marked
 `both_backends`, on four host devices, and deselects the others (they test
-TensorFlow-only features, or run both backends in subprocesses).
+TensorFlow-only features, or run both backends in subprocesses). Tests
+marked `full` run only with KERAS_TPUGAN_TEST_FULL=1 (`make test-full`).
 """
 
-import fcntl
 import os
 import tempfile
 
@@ -48,6 +48,11 @@ LATENT = 8
 BACKEND = keras.backend.backend()
 
 
+# `make test-full` (KERAS_TPUGAN_TEST_FULL=1) also runs the tests marked
+# `full`: full-size end-to-end cases, each with a small version in `make test`.
+FULL = os.environ.get("KERAS_TPUGAN_TEST_FULL") == "1"
+
+
 def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
@@ -56,6 +61,7 @@ def pytest_collection_modifyitems(config, items):
             runs_here &= item.get_closest_marker("tensorflow_only") is None
         else:
             runs_here = item.get_closest_marker("jax_only") is None
+        runs_here &= FULL or item.get_closest_marker("full") is None
         (kept if runs_here else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -145,15 +151,8 @@ def batches(images, batch_size, labels=None, repeat=1):
 
 @pytest.fixture(scope="session")
 def classifier_dir():
-    """A cache folder where the MNIST metric classifier is trained once."""
+    """The suite's cache folder: it holds no rebuilt classifier, so the metric
+    classifier is the one shipped with the package."""
     directory = ktg.metrics.cache_dir()
     os.makedirs(directory, exist_ok=True)
-    # pytest-xdist workers share the cache: the first trains, the others
-    # wait for it and load the file.
-    with open(os.path.join(directory, "classifier.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            ktg.metrics.mnist_classifier(directory)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
     return directory

@@ -36,9 +36,9 @@ class QualityMetrics(GANCallback):
     """Scores generated images every few epochs and logs the scores.
 
     With `features="classifier"` (MNIST-like 28x28x1 images) it uses the
-    package's MNIST classifier (`metrics.mnist_classifier`, trained and
-    cached on first use) to compare `num_images` generated images with the
-    real training digits:
+    package's MNIST classifier (`metrics.mnist_classifier`: the shipped
+    one, or the one rebuilt in `classifier_dir`) to compare `num_images`
+    generated images with the real training digits:
 
     - `fcd`: Frechet classifier distance (lower is better);
     - `classifier_score`: Inception-score recipe (10 is the ceiling);
@@ -85,7 +85,8 @@ class QualityMetrics(GANCallback):
         held_out_images: Held-out real images for the floor (default: the
             offline subset's 1,000 test digits).
         seed: Seed of the generated images' latents.
-        classifier_dir: Cache folder of the classifier.
+        classifier_dir: Cache folder of a rebuilt classifier (the shipped
+            one is used when it holds none).
         features: `"classifier"` (MNIST) or `"inception"` (RGB, FID).
         classifier: A model from images in [-1, 1] to `[features,
             probabilities]` (or the `(model, record)` pair
