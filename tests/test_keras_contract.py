@@ -245,9 +245,6 @@ def test_labels_that_are_not_class_ids_are_refused_before_training(labels, messa
 def test_keras_tuner_objective_on_fcd_takes_the_best_scored_epoch(
     tmp_path, classifier_dir
 ):
-    """Slow in setup (about 75 s) when it is its worker's first test to need
-    the metric classifier: the setup trains it, or waits for the other worker
-    to finish training it."""
     import keras_tuner as kt
 
     fcds = []

@@ -39,6 +39,9 @@ def test_the_shipped_classifier_is_accurate_and_its_record_true(
     assert features.shape == (2, 128) and probabilities.shape == (2, 10)
 
 
+# The training is `_fit_classifier`'s Keras code, which the JAX pass runs in
+# the data-classifier test below.
+@pytest.mark.tensorflow_only
 def test_a_rebuilt_classifier_is_cached_and_preferred_to_the_shipped_one(tmp_path):
     """Slow (about 15 s): trains the metric network for one epoch."""
     model, record = metrics.mnist_classifier(tmp_path, rebuild=True, epochs=1)

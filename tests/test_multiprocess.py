@@ -184,7 +184,7 @@ def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     # Uninterrupted, for reference.
     status, lines = _launch([WORKER, str(tmp_path / "ref")])
     assert status == 0, "\n".join(lines[-30:])
-    # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1, 2). Rank 0
+    # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1). Rank 0
     # must stop by itself, naming the lost process, well inside the grace
     # period after which the launcher would kill it.
     command = [WORKER, str(tmp_path / "run"), "1", "1", "5"]
@@ -211,7 +211,7 @@ def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     assert status == 0, "\n".join(lines[-30:])
     for rank in (0, 1):
         epochs = [line for line in lines if line.startswith(f"[rank {rank}] epoch")]
-        assert epochs == [f"[rank {rank}] epoch 1", f"[rank {rank}] epoch 2"]
+        assert epochs == [f"[rank {rank}] epoch 1"]
     summaries = [
         json.loads((tmp_path / d / "summary.json").read_text()) for d in ("ref", "run")
     ]
