@@ -286,6 +286,7 @@ class GAN(BackendGANStep, keras.Model):
                 )
             kwargs.pop(owned, None)
         gan_checks.check_metrics(self, _own_metrics(self))
+        gan_checks.check_step(self, BackendGANStep)
         if jit_compile not in (True, False, "auto"):
             raise ValueError(
                 "Expected `jit_compile` to be True, False or 'auto'. "

@@ -159,3 +159,36 @@ def check_metrics(gan, own):
         "needed: the GAN logs d_loss, g_loss, d_real, d_fake itself); log "
         "other values from a callback, into `logs`, as QualityMetrics does."
     )
+
+
+# The methods Keras calls for each batch: the GAN's own, for every replica
+# count (latents per global example, losses over the global batch).
+_STEP_METHODS = ("train_step", "test_step")
+
+
+def check_step(gan, step_class):
+    """Refuses a subclass that overrides the GAN's `train_step` or `test_step`.
+
+    A hand-written step (keras-io's pattern: draw latents, two tapes, apply
+    the optimizers) would run in place of the GAN's, which keeps the same
+    results on any number of replicas and logs their true means.
+
+    Args:
+        gan: A `keras_tpugan.GAN` (or a subclass).
+        step_class: The backend's step class the GAN inherits its step from.
+    """
+    for name in _STEP_METHODS:
+        method = getattr(type(gan), name)
+        if method is getattr(step_class, name):
+            continue
+        owner = next(c for c in type(gan).__mro__ if name in vars(c))
+        raise ValueError(
+            f"Expected `{type(gan).__name__}` to keep the GAN's own `{name}` "
+            "(the same results on 1 or many replicas, true means logged). "
+            f"Received: `{owner.__qualname__}.{name}`, which overrides it. "
+            "Change the objective with `compile(loss=...)`: a loss name or "
+            "your subclass of `keras_tpugan.losses.AdversarialLoss` "
+            "(`discriminator_loss` and `generator_loss` on logits); add a "
+            "gradient penalty with `GAN(gradient_penalty=...)`; log other "
+            "values from a callback."
+        )

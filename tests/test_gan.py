@@ -813,3 +813,19 @@ def test_a_subclass_that_overrides_metrics_is_refused_at_compile():
     gan.compile()
     history = gan.fit(batches(random_images(16), 8), epochs=2, verbose=0)
     assert len(history.history["d_loss"]) == 2
+
+
+def test_a_subclass_that_overrides_the_step_is_refused_with_the_hooks():
+    class OwnStep(ktg.GAN):  # keras-io's pattern
+        def train_step(self, *args):
+            raise AssertionError("never called")
+
+    networks = (
+        ktg.models.dcgan_generator(latent_dim=LATENT, width=8),
+        ktg.models.dcgan_discriminator(width=8),
+    )
+    with pytest.raises(
+        ValueError, match=r"Received: `.*OwnStep.train_step`, which overrides it"
+    ) as error:
+        OwnStep(*networks, latent_dim=LATENT).compile()
+    assert "AdversarialLoss" in str(error.value)

@@ -3,9 +3,14 @@
 import os
 import pathlib
 import re
+import textwrap
 
+import keras
 import numpy as np
 import pytest
+from conftest import batches, random_images, tiny_gan
+
+import keras_tpugan as ktg
 
 pytestmark = pytest.mark.both_backends
 
@@ -41,3 +46,32 @@ def test_the_keras_callbacks_example_runs(tmp_path, classifier_dir, capsys):
     assert not (tmp_path / "runs/callbacks/backup").exists()  # done: removed
     printed = capsys.readouterr().out
     assert "'val_d_real'" not in printed and "'d_real'" in printed
+
+
+def test_the_adversarial_loss_example_trains_and_saves(tmp_path):
+    """The README's extension point for a new objective, as written there."""
+    text = README.read_text()
+    start = text.index("- Extension points:")
+    code = re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
+    ds = batches(random_images(8), 8, repeat=1)
+
+    def trained(loss=None):
+        keras.utils.set_random_seed(3)
+        gan = tiny_gan(compile_kwargs={"jit_compile": True})
+        scope = {"keras": keras, "ktg": ktg, "gan": gan}
+        if loss is None:  # the README's block: the class, then gan.compile
+            exec(compile(textwrap.dedent(code), "README.md", "exec"), scope)
+        else:
+            gan.compile(loss=loss, jit_compile=True)
+        return gan, gan.fit(ds, epochs=2, verbose=0).history
+
+    gan, history = trained()
+    assert type(gan.adversarial_loss).__name__ == "MinimaxLoss"
+    _, reference = trained("non_saturating")
+    # The discriminator's objective is non-saturating's: the same first step.
+    np.testing.assert_allclose(history["d_loss"][0], reference["d_loss"][0], rtol=1e-5)
+    assert all(g < 0 for g in history["g_loss"])  # -softplus: the user's own
+    gan.save(tmp_path / "gan.keras")
+    loaded = keras.saving.load_model(tmp_path / "gan.keras")
+    assert type(loaded.adversarial_loss) is type(gan.adversarial_loss)
+    assert loaded.adversarial_loss.name == "minimax"
