@@ -1,10 +1,12 @@
 import csv
+import importlib.util
 import os
 import subprocess
 import sys
 
 import keras
 import numpy as np
+import pytest
 
 from keras_tpugan import bench, cli
 
@@ -95,3 +97,37 @@ def test_bench_measures_both_backends_side_by_side(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert [r["backend"] for r in rows] == ["tensorflow", "jax"]
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
+
+
+def test_jit_compile_script_times_every_setting_against_xla_off(capsys):
+    """A user's WGAN-GP under "auto", False and True (benchmarks/jit_compile.py).
+
+    Slow (about 15-30 s): three GANs, each traced (one compiled with XLA),
+    then fitted in three rounds."""
+    spec = importlib.util.spec_from_file_location(
+        "jit_compile_benchmark",
+        os.path.join(os.path.dirname(__file__), "..", "benchmarks", "jit_compile.py"),
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    argv = ["--batch-size", "4", "--steps", "1", "--rounds", "1", "--width", "4"]
+    assert script.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| jit_compile | XLA | s/step | vs False |" in printed
+    rows = [
+        line.strip("| ").split(" | ")
+        for line in printed.splitlines()
+        if line.startswith("| '") or line.startswith("| F") or line.startswith("| T")
+    ]
+    # "auto" as Keras decides it: XLA off on this CPU-only machine.
+    assert [r[:2] for r in rows] == [
+        ["'auto'", "off"],
+        ["False", "off"],
+        ["True", "on"],
+    ]
+    seconds = [float(r[2]) for r in rows]
+    assert all(s > 0 for s in seconds) and rows[1][3] == "1.00"
+    for row, s in zip(rows, seconds, strict=True):  # the ratio to XLA off
+        assert float(row[3]) == pytest.approx(
+            s / seconds[1], abs=0.02 * s / seconds[1] + 0.01
+        )
