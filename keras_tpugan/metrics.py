@@ -36,9 +36,8 @@ CLASSIFIER_VERSION = 1
 MIN_ACCURACY = 0.97
 # The classifier `mnist_classifier(rebuild=True)` trains with its defaults,
 # shipped (written by `mnist_classifier("keras_tpugan/assets", rebuild=True)`).
-SHIPPED_CLASSIFIER = os.path.join(
-    os.path.dirname(__file__), "assets", f"mnist_classifier_v{CLASSIFIER_VERSION}.keras"
-)
+CLASSIFIER_FILE = f"mnist_classifier_v{CLASSIFIER_VERSION}.keras"
+SHIPPED_CLASSIFIER = os.path.join(os.path.dirname(__file__), "assets", CLASSIFIER_FILE)
 
 
 def cache_dir():
@@ -77,13 +76,13 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
     """
     if not rebuild:
         path = classifier_path(directory)
-        with open(path.replace(".keras", ".json")) as f:
+        with open(_record_path(path)) as f:
             return keras.saving.load_model(path), json.load(f)
     path = _cached_classifier_path(directory)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     model, record = _train_classifier(epochs, seed)
     model.save(path)
-    with open(path.replace(".keras", ".json"), "w") as f:
+    with open(_record_path(path), "w") as f:
         json.dump(record, f, indent=2)
     logger.warning(
         "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
@@ -105,14 +104,19 @@ def classifier_path(directory=None):
         Its record is the same path ending in `.json`.
     """
     cached = _cached_classifier_path(directory)
-    if os.path.exists(cached) and os.path.exists(cached.replace(".keras", ".json")):
+    if os.path.exists(cached) and os.path.exists(_record_path(cached)):
         return cached
     return SHIPPED_CLASSIFIER
 
 
 def _cached_classifier_path(directory):
     directory = directory or cache_dir()
-    return os.path.join(directory, f"mnist_classifier_v{CLASSIFIER_VERSION}.keras")
+    return os.path.join(directory, CLASSIFIER_FILE)
+
+
+def _record_path(model_path):
+    """The JSON record kept beside a classifier's `.keras` file."""
+    return model_path.replace(".keras", ".json")
 
 
 def offline_mnist_reference(model, directory=None):
@@ -259,7 +263,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
     digest.update(f"{epochs},{seed},{CLASSIFIER_VERSION}".encode())
     directory = directory or cache_dir()
     path = os.path.join(directory, f"data_classifier_{digest.hexdigest()[:16]}.keras")
-    record_path = path.replace(".keras", ".json")
+    record_path = _record_path(path)
     if os.path.exists(path) and os.path.exists(record_path):
         with open(record_path) as f:
             return keras.saving.load_model(path), json.load(f)
