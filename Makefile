@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
 #   make test   runs ruff and the test suite: on TensorFlow and, at the
-#               same time, its both-backends part on JAX (4 host devices),
+#               same time, its both-backends part on JAX (4 host devices)
+#               with TensorFlow made unimportable (see tests/conftest.py),
 #               sharing one cache, each pass on every core (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
@@ -34,7 +35,7 @@ test: lint
 	echo "== TensorFlow pass (the JAX pass runs beside it; its output follows)"; \
 	KERAS_BACKEND=tensorflow $(BIN)/python -m pytest $(PYTEST_ARGS); tf_status=$$?; \
 	wait $$jax; jax_status=$$?; \
-	echo "== JAX pass"; cat $$cache/jax.log; rm -rf $$cache; \
+	echo "== JAX pass (without TensorFlow)"; cat $$cache/jax.log; rm -rf $$cache; \
 	echo "TensorFlow pass: exit $$tf_status; JAX pass: exit $$jax_status"; \
 	test $$tf_status -eq 0 && test $$jax_status -eq 0
 

@@ -7,14 +7,12 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 from keras_tpugan import native_logs  # noqa: E402
 
 with native_logs.hidden(native_logs.quiet_command()):
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError as e:
-        raise ImportError(
-            "keras_tpugan needs TensorFlow (for tf.data, also on JAX), which it "
-            "installs through an extra: `pip install 'keras-tpugan[cpu]'`, "
-            "`[gpu]` or `[tpu]` (with JAX: `[cpu,jax]`, `[cpu,jax-tpu]`)."
-        ) from e
+    if os.environ["KERAS_BACKEND"] == "tensorflow":
+        # Needed at once (and said so when missing); on JAX TensorFlow is
+        # imported only when something needs it (see keras_tpugan.tf_import).
+        from keras_tpugan.tf_import import tensorflow as _tensorflow
+
+        _tensorflow("The TensorFlow backend")
     import keras
 
 if keras.backend.backend() not in ("tensorflow", "jax"):
@@ -23,14 +21,6 @@ if keras.backend.backend() not in ("tensorflow", "jax"):
         f"Received: KERAS_BACKEND={keras.backend.backend()!r}. Set "
         "KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow before importing keras."
     )
-
-if keras.backend.backend() == "jax":
-    # TensorFlow only feeds the data (tf.data) here: keep it off the
-    # accelerators, whose memory JAX needs.
-    try:
-        tensorflow.config.set_visible_devices([], "GPU")
-    except RuntimeError:  # TensorFlow already initialized its devices
-        pass
 
 from keras_tpugan import (
     callbacks,  # noqa: E402

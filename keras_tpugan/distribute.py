@@ -22,7 +22,8 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from keras_tpugan.tf_import import tf
 
 logger = logging.getLogger("keras_tpugan")
 
@@ -621,7 +622,9 @@ def strategy_name(strategy):
     >>> ktg.distribute.strategy_name(ktg.distribute.get_strategy("cpu"))
     'DefaultStrategy'
     """
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    if keras.backend.backend() == "tensorflow" and isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ):
         return "MultiWorkerMirroredStrategy"  # its class is named for its ops
     name = type(strategy).__name__
     return "DefaultStrategy" if name == "_DefaultDistributionStrategy" else name
@@ -657,6 +660,8 @@ def split_host_devices(count):
     if "xla_force_host_platform_device_count" not in flags:
         flag = f"--xla_force_host_platform_device_count={count}"
         os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    if keras.backend.backend() == "jax":
+        return
     if tf.config.list_physical_devices("GPU"):
         return
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -800,7 +805,9 @@ def scope(strategy):
 
 
 def _pick(devices, num_replicas, kind):
-    names = [d.name if isinstance(d, tf.config.LogicalDevice) else d for d in devices]
+    names = [
+        d if isinstance(d, str) or hasattr(d, "platform") else d.name for d in devices
+    ]
     if num_replicas is None:
         return names
     if not 1 <= num_replicas <= len(names):
@@ -921,7 +928,11 @@ def is_out_of_memory(error):
     Returns:
         A bool.
     """
-    return isinstance(error, tf.errors.ResourceExhaustedError) or (
+    tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
+    tf_error = tf_errors is not None and isinstance(
+        error, tf_errors.ResourceExhaustedError
+    )
+    return tf_error or (
         "RESOURCE_EXHAUSTED" in str(error)  # XLA's status, as JAX raises it
     )
 

@@ -7,7 +7,6 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tpugan import data as data_lib
@@ -15,9 +14,11 @@ from keras_tpugan import directions, distribute, gan_checks, penalties, precisio
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
+from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.latents import class_labels, seeded_latents
+from keras_tpugan.tf_import import is_dataset
 from keras_tpugan.trainers import BackendGANStep
 from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, D_LOGGED, G_LOGGED, UPDATES
 
@@ -348,9 +349,11 @@ class GAN(BackendGANStep, keras.Model):
         """
         self._check_fit_input(x, y, batch_size)
         self._check_generated_range()
-        if isinstance(x, tf.data.Dataset):
+        if is_dataset(x):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
             x = distribute.shard_over_processes(x, self.strategy)
+        elif isinstance(x, keras.utils.PyDataset):
+            kwargs.setdefault("shuffle", False)  # keep the order it gives
         epochs_begun = _DataEpoch()
         kwargs["callbacks"] = _ordered_callbacks(kwargs.get("callbacks"), epochs_begun)
         validation = kwargs.get("validation_data")
@@ -359,7 +362,7 @@ class GAN(BackendGANStep, keras.Model):
                 self._check_first_batch(*validation[:2])
             else:
                 self._check_first_batch(validation, None)
-            if isinstance(validation, tf.data.Dataset):
+            if is_dataset(validation):
                 kwargs["validation_data"] = distribute.shard_over_processes(
                     validation, self.strategy
                 )
@@ -515,14 +518,19 @@ class GAN(BackendGANStep, keras.Model):
 
     def _check_fit_input(self, x, y, batch_size):
         replicas = distribute.num_replicas(self.strategy)
-        if isinstance(x, tf.data.Dataset):
+        if isinstance(x, EpochBatches):
+            global_batch = x.batch_size
+        elif isinstance(x, keras.utils.PyDataset):
+            first = keras.tree.flatten(x[0])[0] if x.num_batches != 0 else None
+            global_batch = None if first is None else int(np.shape(first)[0])
+        elif is_dataset(x):
             if int(x.cardinality()) == 0:
                 raise ValueError(
                     "Expected a dataset that yields batches; this one is "
                     "empty (cardinality 0). Check its size against the batch "
                     "size: batches are dropped when `drop_remainder=True`."
                 )
-            spec = tf.nest.flatten(x.element_spec)[0]
+            spec = keras.tree.flatten(x.element_spec)[0]
             global_batch = spec.shape[0] if spec.shape.rank else None
             if global_batch is None and replicas > 1:
                 raise ValueError(
@@ -546,7 +554,21 @@ class GAN(BackendGANStep, keras.Model):
         Reading one batch of a dataset with `.cache()` upstream is safe:
         TensorFlow discards a partly filled cache rather than truncate it.
         """
-        if isinstance(x, tf.data.Dataset):
+        if isinstance(x, keras.utils.PyDataset):
+            if (
+                data_lib.is_normalized(x)
+                or x in self._checked_datasets
+                or x.num_batches == 0  # empty: `fit` says so
+            ):
+                return
+            batch = x[0]
+            x_first, y_first, _ = keras.utils.unpack_x_y_sample_weight(
+                batch if isinstance(batch, tuple) else (batch,)
+            )
+            self._check_conventions(x_first, y_first)
+            self._checked_datasets.add(x)
+            return
+        if is_dataset(x):
             if data_lib.is_normalized(x) or x in self._checked_datasets:
                 return
             dataset = x

@@ -5,15 +5,14 @@ here, so a seed gives the same images everywhere.
 """
 
 import numpy as np
-import tensorflow as tf
 
 
 def seeded_latents(num, latent_dim, seed):
     """Latents for `generate` and the sample grids, the same on every backend.
 
-    Drawn with TensorFlow's stateless RNG (TensorFlow is installed with
-    either backend, for `tf.data`), so a seed gives the same images from a
-    generator on TensorFlow and on JAX.
+    Drawn on the host with numpy's `default_rng` (PCG64), so a seed gives
+    the same latents, and the same images from a generator, on TensorFlow
+    and on JAX, with or without TensorFlow installed.
 
     Args:
         num: Number of latents.
@@ -23,8 +22,9 @@ def seeded_latents(num, latent_dim, seed):
     Returns:
         A float32 numpy array of shape `(num, latent_dim)`.
     """
-    seed = [seed, 0] if np.ndim(seed) == 0 else list(seed)
-    return tf.random.stateless_normal([num, latent_dim], seed=seed).numpy()
+    seed = [int(seed), 0] if np.ndim(seed) == 0 else [int(s) for s in seed]
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((num, latent_dim), dtype=np.float32)
 
 
 def class_labels(labels, num, num_classes):

@@ -26,7 +26,6 @@ import os
 
 import keras
 import numpy as np
-import scipy.linalg
 
 from keras_tpugan import data
 
@@ -342,13 +341,24 @@ def frechet_distance(features_a, features_b):
         A float (0 for identical distributions).
     """
     a, b = np.asarray(features_a, "float64"), np.asarray(features_b, "float64")
+    if min(len(a), len(b)) < 2:
+        raise ValueError(
+            "Expected at least 2 feature vectors in each set (a covariance "
+            f"needs 2). Received: {len(a)} and {len(b)}. Score more images "
+            "(a data set that small leaves too few held-out images)."
+        )
     mu_a, mu_b = a.mean(0), b.mean(0)
     cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
     # Dead ReLU features make the covariances singular: a tiny ridge keeps
-    # the matrix square root stable (it moves the distance by ~1e-6 * d).
+    # the square root stable (it moves the distance by ~1e-6 * d).
     ridge = 1e-6 * np.eye(len(cov_a))
-    root = scipy.linalg.sqrtm((cov_a + ridge) @ (cov_b + ridge)).real
-    distance = ((mu_a - mu_b) ** 2).sum() + np.trace(cov_a + cov_b - 2.0 * root)
+    # Tr((S_a S_b)^(1/2)) is the sum of the square roots of the eigenvalues
+    # of S_a S_b (real and >= 0 for covariances): no matrix square root,
+    # which scipy's `sqrtm` fails to find for some nearly singular products
+    # of few samples ("Internal error in scipy.linalg.sqrtm: -102").
+    eigenvalues = np.linalg.eigvals((cov_a + ridge) @ (cov_b + ridge)).real
+    root_trace = np.sqrt(np.clip(eigenvalues, 0.0, None)).sum()
+    distance = ((mu_a - mu_b) ** 2).sum() + np.trace(cov_a + cov_b) - 2.0 * root_trace
     # The true distance is >= 0; rounding in the square root of nearly
     # singular covariances (few samples) can leave it slightly below.
     return float(max(distance, 0.0))

@@ -12,6 +12,7 @@ import numpy as np
 from keras_tpugan import callbacks, distribute, metrics
 from keras_tpugan import data as data_lib
 from keras_tpugan.prepared_run import build_gan, prepare
+from keras_tpugan.tf_import import tensorflow
 
 __all__ = ["build_gan", "prepare", "train"]
 logger = logging.getLogger("keras_tpugan")
@@ -56,7 +57,9 @@ def train(
     stopped the run). Every `config.snapshot_every` epochs, and at the end,
     the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
     process; not yet with several); TensorBoard
-    logs (the logged values per epoch) go to `tensorboard/`.
+    logs (the logged values per epoch) go to `tensorboard/` when TensorFlow
+    is installed (its summary writer writes them; without it, one log line
+    says they are off).
 
     Args:
         config: A `TrainConfig`.
@@ -116,7 +119,7 @@ def train(
         else callbacks.TimeBudget(time_budget_seconds)
     )
     files = []
-    if chief:
+    if chief and _tensorboard_available():
         files = [
             keras.callbacks.TensorBoard(
                 os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
@@ -367,3 +370,13 @@ def _time_to_target(config, scoring):
         out["images_to_target"] = reached["images"]
         out["seconds_to_target"] = reached["seconds"]
     return out
+
+
+def _tensorboard_available():
+    """Whether Keras's TensorBoard callback can write (it needs TensorFlow)."""
+    try:
+        tensorflow("TensorBoard logs")
+    except ImportError as e:
+        logger.warning("TensorBoard logs: off. %s", e)
+        return False
+    return True

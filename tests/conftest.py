@@ -3,11 +3,14 @@
 The suite runs on the backend named by KERAS_BACKEND (default: tensorflow).
 On JAX (`KERAS_BACKEND=jax pytest`) it runs the tests marked
 `both_backends`, on four host devices, and deselects the others (they test
-TensorFlow-only features, or run both backends in subprocesses). Tests
+TensorFlow-only features, or run both backends in subprocesses), with
+TensorFlow made unimportable (`tests/tensorflow_blocked` first on the path),
+as on a JAX machine without it. Tests
 marked `full` run only with KERAS_TPUGAN_TEST_FULL=1 (`make test-full`).
 """
 
 import os
+import sys
 import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -32,11 +35,19 @@ TEST_XLA_FLAGS = os.environ.get(
     "KERAS_TPUGAN_TEST_XLA_FLAGS", "--xla_backend_optimization_level=0"
 )
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+# The JAX pass runs as on a JAX machine without TensorFlow: these stand-ins
+# for `tensorflow` and `tensorflow_datasets` fail on import, here and in
+# every process a test starts (they come first on PYTHONPATH).
+TENSORFLOW_BLOCKED = os.path.join(os.path.dirname(__file__), "tensorflow_blocked")
+if os.environ["KERAS_BACKEND"] == "jax":
+    sys.path.insert(0, TENSORFLOW_BLOCKED)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (TENSORFLOW_BLOCKED, os.environ.get("PYTHONPATH")) if p
+    )
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import keras_tpugan as ktg  # noqa: E402
 
@@ -51,6 +62,15 @@ BACKEND = keras.backend.backend()
 # `make test-full` (KERAS_TPUGAN_TEST_FULL=1) also runs the tests marked
 # `full`: full-size end-to-end cases, each with a small version in `make test`.
 FULL = os.environ.get("KERAS_TPUGAN_TEST_FULL") == "1"
+
+
+def pytest_ignore_collect(collection_path, config):
+    # The JAX pass runs without TensorFlow: a test module with no test for
+    # both backends is not even imported there (it may import TensorFlow).
+    if BACKEND == "jax" and collection_path.name.startswith("test_"):
+        if collection_path.suffix == ".py":
+            return "both_backends" not in collection_path.read_text()
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -143,10 +163,41 @@ def random_images(n=8, seed=0):
     return rng.uniform(-1, 1, (n, 28, 28, 1)).astype("float32")
 
 
-def batches(images, batch_size, labels=None, repeat=1):
-    data = images if labels is None else (images, labels)
-    ds = tf.data.Dataset.from_tensor_slices(data)
-    return ds.batch(batch_size, drop_remainder=True).repeat(repeat)
+def batches(images, batch_size, labels=None, repeat=1, drop_remainder=True):
+    """The data in order, in batches, `repeat` times per epoch.
+
+    A `tf.data.Dataset` on TensorFlow; on JAX (whose test pass runs without
+    TensorFlow) an `ArrayBatches`, which `fit` takes as it would a user's.
+    """
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        data = images if labels is None else (images, labels)
+        ds = tf.data.Dataset.from_tensor_slices(data)
+        return ds.batch(batch_size, drop_remainder=drop_remainder).repeat(repeat)
+    return ArrayBatches(images, labels, batch_size, repeat, drop_remainder)
+
+
+class ArrayBatches(keras.utils.PyDataset):
+    """A user's `keras.utils.PyDataset`: arrays in order, in batches."""
+
+    def __init__(self, images, labels, batch_size, repeat=1, drop_remainder=True):
+        super().__init__()
+        self.images, self.labels = np.asarray(images), labels
+        self.batch_size = batch_size
+        whole, rest = divmod(len(self.images), batch_size)
+        self.per_pass = whole + (0 if drop_remainder or not rest else 1)
+        self.repeat = repeat
+
+    def __len__(self):
+        return self.per_pass * self.repeat
+
+    def __getitem__(self, index):
+        start = (index % self.per_pass) * self.batch_size
+        rows = slice(start, start + self.batch_size)
+        if self.labels is None:
+            return self.images[rows]
+        return self.images[rows], np.asarray(self.labels)[rows]
 
 
 @pytest.fixture(scope="session")

@@ -290,6 +290,7 @@ def test_divergence_guard_stops_when_d_loss_leaves_the_band():
         ktg.callbacks.DivergenceGuard(d_loss_band=(2.0, 1.0))
 
 
+@pytest.mark.tensorflow_only  # TensorFlow's summary writer (on JAX: test_jax_alone)
 def test_sample_grid_writes_tensorboard_images(tmp_path):
     from tensorboard.backend.event_processing import event_accumulator
 

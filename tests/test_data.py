@@ -6,6 +6,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from keras_tpugan import data
+from keras_tpugan.epoch_batches import EpochBatches
 
 
 def test_offline_subset_is_real_mnist_split_in_two():
@@ -349,3 +350,34 @@ def test_bad_images_and_sizes_are_one_clear_error(tmp_path):
         data.load_images(np.zeros((2, 4, 4)), resize="stretch")
     with pytest.raises(ValueError, match="one-hot"):
         data.load_images((np.zeros((2, 4, 4)), np.eye(2)), batch_size=1)
+
+
+@pytest.mark.parametrize("labels", [False, True])
+def test_epoch_batches_yield_the_batches_of_the_tf_data_path(labels):
+    # What load_images returns on JAX (no TensorFlow) against what it returns
+    # here: the same batches for the same seed and epoch, flips included.
+    images = np.random.default_rng(0).integers(0, 256, (103, 4, 3, 3), "uint8")
+    ids = np.arange(103, dtype="int32")
+    kwargs = {"batch_size": 10, "seed": 3, "xflip": True}
+    ds = data.load_images((images, ids), labels=labels, **kwargs)
+    python = EpochBatches(images, ids if labels else None, **kwargs)
+    assert len(python) == 10 and data.is_normalized(python)
+    with pytest.raises(IndexError):
+        python[10]
+    for epoch in (0, 1, 0):
+        expected = _epoch(ds, epoch)
+        data.set_epoch(epoch)
+        try:
+            got = [python[i] for i in range(len(python))]
+        finally:
+            data.set_epoch(0)
+        for a, b in zip(got, expected, strict=True):
+            for x, y in zip(a, b, strict=True) if labels else [(a, b)]:
+                assert x.dtype == y.dtype and x.shape == y.shape
+                np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match=r"Expected 1 <= batch_size <= the 103"):
+        EpochBatches(images, batch_size=104)
+    with pytest.raises(ValueError, match="Expected one label per image"):
+        EpochBatches(images, ids[:5], batch_size=10)
+    with pytest.raises(ValueError, match=r"uint8 or float32 in \[-1, 1\]"):
+        EpochBatches(images.astype("float64"), batch_size=10)

@@ -4,13 +4,15 @@ import warnings
 
 import keras
 import pytest
-import tensorflow as tf
 from conftest import BACKEND
 
 from keras_tpugan import distribute
 from keras_tpugan.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
+
+if BACKEND == "tensorflow":  # (the JAX pass runs without TensorFlow)
+    import tensorflow as tf
 
 
 def test_cpu_strategies():

@@ -6,7 +6,6 @@ import warnings
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from conftest import batches, numpy_weights, random_images, tiny_gan, tiny_quality
 
 import keras_tpugan as ktg
@@ -194,7 +193,7 @@ def test_keras_best_logic_knows_which_way_scores_improve():
 )
 def test_images_outside_the_generators_range_warn_once(images, hint):
     gan = tiny_gan()
-    ds = tf.data.Dataset.from_tensor_slices(images.astype("float32")).batch(8)
+    ds = batches(images.astype("float32"), 8, drop_remainder=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         gan.fit(ds, epochs=1, verbose=0)
@@ -236,7 +235,7 @@ def test_labels_that_are_not_class_ids_are_refused_before_training(labels, messa
     images = random_images(16)
     with pytest.raises(ValueError, match=message):
         gan.fit(images, labels, batch_size=8, verbose=0)
-    ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(8)
+    ds = batches(images, 8, labels=labels, drop_remainder=False)
     with pytest.raises(ValueError, match=message):
         gan.fit(ds, verbose=0)
     assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 0

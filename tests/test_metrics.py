@@ -92,6 +92,16 @@ def test_metric_formulas_on_known_inputs():
     assert metrics.frechet_distance(a, a) == pytest.approx(0.0, abs=1e-4)
     # Shifting the mean by 2 in each of 3 dims adds 12.
     assert metrics.frechet_distance(a, a + 2.0) == pytest.approx(12.0, abs=1e-3)
+    # Gaussians with covariances diag(1, 4) and diag(4, 1): the trace term
+    # is (1 + 4) * 2 - 2 * 2 * sqrt(1 * 4) = 2.
+    b = rng.normal(size=(200_000, 2))
+    stretched = b * [1.0, 2.0], b * [2.0, 1.0]
+    assert metrics.frechet_distance(*stretched) == pytest.approx(2.0, abs=0.05)
+    # Fewer samples than features (singular covariances): finite and >= 0.
+    few = rng.normal(size=(16, 64)), rng.normal(size=(16, 64))
+    assert 0.0 <= metrics.frechet_distance(*few) < np.inf
+    with pytest.raises(ValueError, match="at least 2 feature vectors.*: 5 and 1"):
+        metrics.frechet_distance(few[0][:5], few[1][:1])
     uniform = np.full((10, 10), 0.1)
     assert metrics.classifier_score(uniform) == pytest.approx(1.0)
     assert metrics.classifier_score(np.eye(10)) == pytest.approx(10.0, rel=1e-6)

@@ -5,9 +5,11 @@ import dataclasses
 import keras
 import numpy as np
 import pytest
+from conftest import BACKEND
 
 from keras_tpugan import distribute
 from keras_tpugan.config import TrainConfig
+from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.prepared_run import PreparedRun, build_gan, prepare
 
 pytestmark = pytest.mark.both_backends
@@ -24,7 +26,11 @@ def test_prepare_seeds_applies_precision_loads_and_counts():
     assert run.replicas == 2 and run.strategy is strategy
     assert run.info["source"] == "offline" and run.info["num_examples"] == 4000
     assert run.steps_per_epoch == 4000 // 128
-    assert run.dataset.element_spec.shape.as_list() == [128, 28, 28, 1]
+    if BACKEND == "tensorflow":  # tf.data
+        assert run.dataset.element_spec.shape.as_list() == [128, 28, 28, 1]
+    else:  # keras_tpugan.EpochBatches, which needs no TensorFlow
+        assert isinstance(run.dataset, EpochBatches)
+        assert run.dataset[0].shape == (128, 28, 28, 1) and len(run.dataset) == 31
     gan = run.build_gan()
     assert gan.generator.dtype_policy.name == "mixed_bfloat16"
     assert gan.latent_dim == config.latent_dim and gan.seed == config.seed

@@ -2,11 +2,10 @@
 
 import uuid
 
-import tensorflow as tf
-
 from keras_tpugan import images as images_lib
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
 from keras_tpugan.latents import seeded_latents
+from keras_tpugan.tf_import import tensorflow
 
 
 class SampleGrid(GANCallback):
@@ -63,6 +62,9 @@ class SampleGrid(GANCallback):
         self.scale = scale
         self.gif = gif
         self.tensorboard_dir = tensorboard_dir
+        if tensorboard_dir:
+            # Writing TensorBoard images needs TensorFlow's summary writer.
+            self._tf = tensorflow("SampleGrid(tensorboard_dir=...)")
         self.show = show
         self.saved = []
         self._display_id = f"sample-grid-{uuid.uuid4().hex}"
@@ -78,7 +80,7 @@ class SampleGrid(GANCallback):
         self.latents = seeded_latents(count, gan.latent_dim, [self.seed, 1])
         self._writer = None
         if self.tensorboard_dir and self.chief:
-            self._writer = tf.summary.create_file_writer(self.tensorboard_dir)
+            self._writer = self._tf.summary.create_file_writer(self.tensorboard_dir)
 
     def on_epoch_end(self, epoch, logs=None):
         if not (self.chief and self.due(epoch, self.every_n_epochs)):
@@ -97,7 +99,7 @@ class SampleGrid(GANCallback):
         if self._writer is not None:
             with self._writer.as_default():
                 pixels = grid[None, ..., None] if grid.ndim == 2 else grid[None]
-                tf.summary.image("samples", pixels, step=epoch + 1)
+                self._tf.summary.image("samples", pixels, step=epoch + 1)
             self._writer.flush()
         if self.show:
             show_inline(path, self._display_id)

@@ -1,0 +1,158 @@
+"""`EpochBatches`: global batches of in-memory images, without TensorFlow."""
+
+import keras
+import numpy as np
+
+
+def epoch_order(num_examples, seed, epoch, shuffle=True, xflip=False):
+    """The order and the mirror flags of one epoch of a dataset.
+
+    Both input paths of `keras_tpugan.data.load_images` read their batches
+    in this order (tf.data on TensorFlow, `EpochBatches` on JAX), so the
+    same seed and epoch give the same batches on either backend.
+
+    Args:
+        num_examples: Size of the dataset.
+        seed: Seed of the permutation and of the flips.
+        epoch: The epoch (0-based).
+        shuffle: If False, the stored order.
+        xflip: If False, no image is flipped.
+
+    Returns:
+        `(order, flips)`: int64 indices, a permutation of
+        `range(num_examples)` drawn from `(seed, epoch)` alone, and one
+        bool per position (True: mirror that image), drawn from
+        `(seed, epoch)` with probability 1/2.
+    """
+    seed, epoch = int(seed), int(epoch)
+    if shuffle:
+        order = np.random.default_rng([seed, epoch, 0]).permutation(num_examples)
+    else:
+        order = np.arange(num_examples)
+    if xflip:
+        flips = np.random.default_rng([seed, epoch, 1]).random(num_examples) < 0.5
+    else:
+        flips = np.zeros(num_examples, bool)
+    return order.astype("int64"), flips
+
+
+def scaled(pixels):
+    """Stored images (uint8 pixels, or float32 in [-1, 1]) as float32 in [-1, 1]."""
+    pixels = np.asarray(pixels)
+    if pixels.dtype == np.uint8:
+        return pixels.astype("float32") / 127.5 - 1.0
+    return pixels.astype("float32")
+
+
+class EpochBatches(keras.utils.PyDataset):
+    """Global batches of images held in memory, one permutation per epoch.
+
+    What `keras_tpugan.data.load_images` returns on the JAX backend, where
+    it needs no TensorFlow: the images stay in memory as they came (uint8
+    pixels are a quarter of float32's memory) and each batch is gathered
+    and scaled to float32 [-1, 1] as it is read. The order of an epoch is a
+    function of `(seed, epoch)` alone (`epoch_order`), the epoch being the
+    one `keras_tpugan.data.set_epoch` last set (`GAN.fit` sets it at the
+    start of every epoch), so a resumed run sees the batches of an
+    uninterrupted one, on any number of replicas. The last partial batch is
+    dropped: every batch has `batch_size` images, as replicas need.
+
+    With several JAX processes, each process yields its own rows of every
+    global batch (rows `p * b / n` to `(p + 1) * b / n` of process `p` of
+    `n`), which Keras assembles into the global batch: every example is
+    read by exactly one process.
+
+    Args:
+        images: uint8 pixels `(n, h, w, c)`, or float32 images in [-1, 1].
+        labels: int32 class ids `(n,)`, or None (the batches are images
+            only).
+        batch_size: The GLOBAL batch size.
+        shuffle: A new permutation every epoch; False: the stored order.
+        seed: Seed of the permutation and of `xflip`.
+        xflip: Mirror each image left-right with probability 1/2.
+
+    Example:
+
+    >>> import numpy as np
+    >>> images = np.zeros((10, 8, 8, 1), "uint8")
+    >>> ds = EpochBatches(images, batch_size=4)
+    >>> len(ds), ds[0].shape
+    (2, (4, 8, 8, 1))
+    """
+
+    def __init__(
+        self, images, labels=None, batch_size=256, shuffle=True, seed=0, xflip=False
+    ):
+        super().__init__()
+        images = np.asarray(images)
+        if images.ndim != 4 or images.dtype not in (np.uint8, np.float32):
+            raise ValueError(
+                "Expected images of shape (n, h, w, c), uint8 or float32 in "
+                f"[-1, 1]. Received: shape {images.shape}, dtype {images.dtype}. "
+                "`keras_tpugan.data.read_images` stores any data so."
+            )
+        if labels is not None and len(labels) != len(images):
+            raise ValueError(
+                f"Expected one label per image ({len(images)}). Received: "
+                f"{len(labels)} labels."
+            )
+        if not 1 <= batch_size <= len(images):
+            raise ValueError(
+                f"Expected 1 <= batch_size <= the {len(images)} images. "
+                f"Received: batch_size={batch_size}."
+            )
+        self.images = images
+        self.labels = None if labels is None else np.asarray(labels, "int32")
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.xflip = xflip
+        self._order = (None, None)
+
+    def __len__(self):
+        return len(self.images) // self.batch_size
+
+    @property
+    def image_shape(self):
+        """The shape of one image, `(h, w, c)`."""
+        return tuple(self.images.shape[1:])
+
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        order, flips = self._epoch()
+        rows = slice(index * self.batch_size, (index + 1) * self.batch_size)
+        rows = _process_rows(rows, self.batch_size)
+        batch = scaled(self.images[order[rows]])
+        batch = np.where(flips[rows, None, None, None], batch[:, :, ::-1], batch)
+        if self.labels is None:
+            return batch
+        return batch, self.labels[order[rows]]
+
+    def _epoch(self):
+        # Local import: `data` builds these datasets.
+        from keras_tpugan.data import current_epoch
+
+        epoch = current_epoch()
+        if self._order[0] != epoch:
+            self._order = (
+                epoch,
+                epoch_order(
+                    len(self.images), self.seed, epoch, self.shuffle, self.xflip
+                ),
+            )
+        return self._order[1]
+
+
+def _process_rows(rows, batch_size):
+    """This process's part of the global batch's rows (JAX, several processes)."""
+    if keras.backend.backend() != "jax":
+        return rows
+    import jax
+
+    processes = jax.process_count()
+    if processes == 1:
+        return rows
+    size = batch_size // processes
+    start = rows.start + jax.process_index() * size
+    return slice(start, start + size)
