@@ -6,35 +6,63 @@ Usage:
 
 For the offline MNIST subset and for CIFAR-10- and CelebA-64-shaped uint8
 arrays (random pixels, 50,000 and 20,000 images), it times full passes over
-the dataset (each epoch a new permutation, as `fit` reads it) and prints
-images/s per pass after the first, the first pass's seconds (which includes
-building the pipeline) and the bytes held in memory.
+the dataset (each epoch a new permutation, as `fit` reads it) through both
+of `load_images`'s input paths, the same batches each: tf.data (what it
+returns on TensorFlow; measured when TensorFlow is installed) and
+`EpochBatches` (what it returns on JAX: numpy, in the calling thread). It
+prints images/s per pass after the first, the first pass's seconds (which
+include building the pipeline), the bytes held in memory, and the ratio of
+`EpochBatches` to tf.data.
 """
 
 import argparse
+import os
 import time
 
-import numpy as np
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_tpugan import data
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tpugan import data  # noqa: E402
+from keras_tpugan.epoch_batches import EpochBatches  # noqa: E402
 
 
-def _time(name, data_in, batch_size, epochs, **kwargs):
-    ds, info = data.load_images(
-        data_in, batch_size=batch_size, return_info=True, **kwargs
-    )
+def _passes(ds, epochs):
+    """Seconds of each full pass, the epoch set before each as `fit` does."""
     seconds = []
     for epoch in range(epochs):
         data.set_epoch(epoch)
         started = time.perf_counter()
-        batches = sum(1 for _ in ds)
+        if isinstance(ds, EpochBatches):
+            for i in range(len(ds)):
+                ds[i]
+        else:
+            for _ in ds:
+                pass
         seconds.append(time.perf_counter() - started)
-    images = batches * batch_size
-    rate = images * (epochs - 1) / sum(seconds[1:])
-    print(
-        f"| {name} | {info['image_shape']} | {info['num_examples']:,} | "
-        f"{info['memory_bytes'] / 1e6:,.1f} MB | {seconds[0]:.2f} s | {rate:,.0f} |"
-    )
+    data.set_epoch(0)
+    return seconds
+
+
+def _time(name, data_in, batch_size, epochs, **kwargs):
+    images, labels, info = data.read_images(data_in, **kwargs.get("read", {}))
+    paths = {}
+    options = {"batch_size": batch_size, "xflip": kwargs.get("xflip", False)}
+    if keras.backend.backend() == "tensorflow":
+        paths["tf.data"] = data.load_images(images, **options)
+    paths["EpochBatches"] = EpochBatches(images, **options)
+    rates = {}
+    for path, ds in paths.items():
+        seconds = _passes(ds, epochs)
+        used = len(images) // batch_size * batch_size
+        rates[path] = used * (epochs - 1) / sum(seconds[1:])
+        ratio = rates[path] / rates["tf.data"] if "tf.data" in rates else float("nan")
+        print(
+            f"| {name} | {path} | {info['image_shape']} | {len(images):,} | "
+            f"{images.nbytes / 1e6:,.1f} MB | {seconds[0]:.2f} s | "
+            f"{rates[path]:,.0f} | {ratio:.2f} |"
+        )
 
 
 def main():
@@ -43,9 +71,13 @@ def main():
     parser.add_argument("--epochs", type=int, default=4, help="passes (>= 2)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print("| data | image shape | images | in memory | first pass | images/s |")
-    print("|---|---|---:|---:|---:|---:|")
-    _time("offline MNIST", "mnist", args.batch_size, args.epochs, source="offline")
+    print(
+        "| data | input path | image shape | images | in memory | first pass | "
+        "images/s | vs tf.data |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    offline = {"read": {"source": "offline"}}
+    _time("offline MNIST", "mnist", args.batch_size, args.epochs, **offline)
     cifar = rng.integers(0, 256, (50_000, 32, 32, 3), dtype=np.uint8)
     _time("CIFAR-10-shaped", cifar, args.batch_size, args.epochs, xflip=True)
     celeba = rng.integers(0, 256, (20_000, 64, 64, 3), dtype=np.uint8)

@@ -12,7 +12,10 @@ with native_logs.hidden(native_logs.quiet_command()):
         # imported only when something needs it (see keras_tpugan.tf_import).
         from keras_tpugan.tf_import import tensorflow as _tensorflow
 
-        _tensorflow("The TensorFlow backend")
+        _tensorflow(
+            "The TensorFlow backend (the default; KERAS_BACKEND=jax trains "
+            "without TensorFlow)"
+        )
     import keras
 
 if keras.backend.backend() not in ("tensorflow", "jax"):

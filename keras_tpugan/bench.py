@@ -28,12 +28,12 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_tpugan import backends as backends_lib
 from keras_tpugan import distribute, reports
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.prepared_run import prepare
+from keras_tpugan.tf_import import tf
 
 IMAGE_SHAPE = (28, 28, 1)
 
@@ -131,6 +131,9 @@ def gan_on_one_batch(config, strategy=None):
     shape = (config.batch_size, *IMAGE_SHAPE)
     images = np.random.default_rng(0).uniform(-1, 1, shape)
     run = prepare(config, strategy, data=images.astype("float32"))
+    if keras.backend.backend() == "jax":  # an EpochBatches: no TensorFlow
+        # (with several processes, this process's rows of the batch)
+        return run.build_gan(), RepeatedBatch(run.dataset[0], process_rows=True)
     dataset = run.dataset.take(1).cache().repeat()
     # Nothing to tune in one cached batch, and tf.data's autotuning thread
     # competed with the step for a core: on one pinned core whole fits ran
@@ -138,6 +141,30 @@ def gan_on_one_batch(config, strategy=None):
     options = tf.data.Options()
     options.autotune.enabled = False
     return run.build_gan(), dataset.with_options(options)
+
+
+class RepeatedBatch(keras.utils.PyDataset):
+    """One batch, again and again (for `fit` with `steps_per_epoch`).
+
+    Timings of `fit` on it hold the training step alone, not the input.
+
+    Args:
+        batch: The batch (an array, or a tuple of arrays).
+        process_rows: True when `batch` is this process's part of the global
+            batch (JAX, several processes; see
+            `distribute.sharded_by_the_data`).
+    """
+
+    def __init__(self, batch, process_rows=False):
+        super().__init__()
+        self.batch = batch
+        self.process_rows = process_rows
+
+    def __len__(self):
+        return 1_000_000  # more than any timing takes
+
+    def __getitem__(self, index):
+        return self.batch
 
 
 def compiled_gan_on_one_batch(

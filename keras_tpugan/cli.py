@@ -12,6 +12,7 @@ is given.
 import argparse
 import dataclasses
 import json
+import os
 import sys
 
 from keras_tpugan import backends
@@ -60,6 +61,7 @@ EXAMPLES = {
   keras-tpugan bench --backend tensorflow jax --batch-sizes 64 128 --csv both.csv
   keras-tpugan bench --peers --csv peers.csv
   keras-tpugan bench --processes 1 2 --precisions float32
+  keras-tpugan bench --accelerator --out runs/accelerator
 """,
     "launch": """examples:
   keras-tpugan launch --processes 2 -- train --preset smoke --out runs/two
@@ -357,6 +359,29 @@ def _parser():
     bench.add_argument("--width", type=int, default=None, help="default 128")
     bench.add_argument("--latent-dim", type=int, default=None, help="default 128")
     bench.add_argument("--csv", default=None, help="also save the table as CSV")
+    bench.add_argument(
+        "--accelerator",
+        action="store_true",
+        help="instead: the accelerator benchmark on every JAX device (images/s "
+        "and model FLOP utilisation of two DCGANs, float32 and bfloat16 at "
+        "batch 64-512 and the largest that fits; steps_per_execution; the "
+        "seed's MNIST batch-size study), written under --out as CSV and "
+        "Markdown; runs on JAX",
+    )
+    bench.add_argument(
+        "--smoke",
+        action="store_true",
+        help="with --accelerator: about a minute on a CPU, small networks",
+    )
+    bench.add_argument(
+        "--budget-seconds",
+        type=float,
+        default=480.0,
+        help="with --accelerator: skip the cells that would start later",
+    )
+    bench.add_argument(
+        "--out", default=None, help="with --accelerator (default runs/accelerator)"
+    )
     _add_launch(command)
     return parser
 
@@ -402,6 +427,13 @@ def main(argv=None):
         if args.command == "bench" and args.backend and len(args.backend) > 1:
             return _bench(args)
         backend = args.backend[0] if isinstance(args.backend, list) else args.backend
+        if args.command == "bench" and args.accelerator:
+            if backend not in (None, "jax"):
+                raise ValueError(
+                    "Expected --backend jax (or none) with --accelerator: the "
+                    f"accelerator benchmark runs on JAX. Received: --backend {backend}."
+                )
+            backend = "jax"
         if not backends.runs_on(backend):
             return backends.run_cli(backend, argv)
         return _COMMANDS[args.command](args)
@@ -529,6 +561,20 @@ _XLA = {"on": True, "off": False, "auto": "auto"}
 def _bench(args):
     from keras_tpugan import bench
 
+    if args.accelerator:
+        from keras_tpugan import accelerator_bench
+
+        out = args.out or os.path.join("runs", "accelerator")
+        accelerator_bench.run_benchmark(
+            out, smoke=args.smoke, budget_seconds=args.budget_seconds
+        )
+        print(f"keras-tpugan: wrote {out}/accelerator.csv and accelerator.md")
+        return 0
+    if args.smoke or args.out:
+        raise ValueError(
+            "Expected --smoke and --out with --accelerator only. Received: "
+            "them without --accelerator."
+        )
     if args.profile and not args.peers:
         raise ValueError(
             "Expected --profile with --peers (it profiles the peers "

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 
 from keras_tpugan import image_files
-from keras_tpugan.epoch_batches import EpochBatches, epoch_order, scaled
+from keras_tpugan.epoch_batches import HASH_MULTIPLIERS, EpochBatches, scaled
 from keras_tpugan.tf_import import is_dataset, tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -267,20 +267,29 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     stored = tf.constant(images)
     class_ids = tf.constant(class_ids, "int32")
 
-    def order_now():
-        # Read when a pass over the data starts: the order of epoch e is a
-        # function of (seed, e) alone, in any process.
-        order, flips = epoch_order(n, seed, current_epoch(), shuffle, xflip)
-        used = steps * batch_size
-        return order[:used].reshape(steps, batch_size), flips[:used].reshape(
-            steps, batch_size
-        )
+    epoch = _epoch_variable()
 
     def one_epoch(_):
-        order, flips = tf.numpy_function(order_now, [], [tf.int64, tf.bool])
-        order.set_shape([steps, batch_size])
-        flips.set_shape([steps, batch_size])
-        return tf.data.Dataset.from_tensor_slices((order, flips))
+        # Read when a pass over the data starts: the order of epoch e is a
+        # function of (seed, e) alone, in any process: `epoch_order`'s, in
+        # TensorFlow ops (no Python in the pipeline).
+        e = epoch.read_value()
+        if shuffle:
+            keys = tf.cast(_tf_epoch_keys(n, seed, e, 0), tf.int64)
+            order = tf.argsort(keys, stable=True)
+        else:
+            order = tf.range(n)
+        if xflip:
+            flips = tf.bitwise.right_shift(_tf_epoch_keys(n, seed, e, 1), 31) == 1
+        else:
+            flips = tf.zeros([n], "bool")
+        used = steps * batch_size
+        return tf.data.Dataset.from_tensor_slices(
+            (
+                tf.reshape(order[:used], [steps, batch_size]),
+                tf.reshape(flips[:used], [steps, batch_size]),
+            )
+        )
 
     def gather(order, flips):
         batch = _scaled_batch(tf.gather(stored, order))
@@ -291,6 +300,29 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _tf_hash_uint32(x):
+    """`epoch_batches.hash_uint32` in TensorFlow ops."""
+    m1, m2 = (tf.constant(m, tf.uint32) for m in HASH_MULTIPLIERS)
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+    x = x * m1
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
+    x = x * m2
+    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+
+
+def _tf_epoch_keys(n, seed, epoch, stream):
+    """`epoch_batches.epoch_keys` in TensorFlow ops (`epoch` a tensor)."""
+    key = tf.constant(0, tf.uint32)
+    for part in (
+        tf.constant(int(seed) % 2**32, tf.uint32),
+        tf.cast(epoch % 2**32, tf.uint32),
+        tf.constant(stream, tf.uint32),
+    ):
+        key = _tf_hash_uint32(tf.bitwise.bitwise_xor(key, part))
+    positions = tf.cast(tf.range(n), tf.uint32)
+    return _tf_hash_uint32(tf.bitwise.bitwise_xor(_tf_hash_uint32(positions), key))
 
 
 def _scaled_batch(batch):
@@ -357,6 +389,8 @@ def set_epoch(epoch):
             "load_images dataset of the process.)"
         )
     _EPOCH[0] = int(epoch)
+    if _epoch_variable.cache_info().currsize:  # a tf.data pipeline reads it
+        _epoch_variable().assign(_EPOCH[0])
 
 
 def current_epoch():
@@ -366,6 +400,17 @@ def current_epoch():
         An int.
     """
     return _EPOCH[0]
+
+
+@functools.cache
+def _epoch_variable():
+    # The epoch inside tf.data pipelines: one variable per process, created
+    # by the first pipeline (creating it at import would start TensorFlow
+    # before a caller can split the CPU into logical devices), then kept
+    # equal to `current_epoch()` by `set_epoch`. Datasets derived from a
+    # `load_images` dataset with `.map()` keep following it.
+    with tf.init_scope():
+        return tf.Variable(_EPOCH[0], dtype="int64", trainable=False, name="data_epoch")
 
 
 def offline_mnist(split="all"):

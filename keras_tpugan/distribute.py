@@ -23,6 +23,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.tf_import import tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -488,6 +489,53 @@ def shard_over_processes(dataset, strategy=None):
     return _deleting_iterators_aside(
         strategy.distribute_datasets_from_function(process_part)
     )
+
+
+@contextlib.contextmanager
+def sharded_by_the_data(*datasets):
+    """Lets `EpochBatches` through Keras's multi-process JAX distribution.
+
+    With several JAX processes, Keras shards a `tf.data.Dataset` over them
+    itself and refuses other data unless `auto_shard_dataset` is off. An
+    `EpochBatches` (what `load_images` returns on JAX) already yields each
+    process's own rows of every global batch (as does any data whose
+    `process_rows` attribute is True), so inside this context the
+    distribution in force does not shard; it is restored after. Elsewhere
+    (TensorFlow, one process, other data) it does nothing.
+
+    Args:
+        *datasets: The data of a `fit` or `evaluate` (None entries ignored).
+
+    Yields:
+        None.
+    """
+    datasets = [d[0] if isinstance(d, tuple) else d for d in datasets if d is not None]
+    distribution = keras.distribution.distribution()
+    if (
+        keras.backend.backend() != "jax"
+        or distribution is None
+        or process_count() == 1
+        or not any(_process_rows(d) for d in datasets)
+    ):
+        yield
+        return
+    if not all(_process_rows(d) for d in datasets):
+        raise ValueError(
+            "Expected the training and validation data of a run of several JAX "
+            "processes both from `keras_tpugan.data.load_images` (each process "
+            "reads its own rows). Received: "
+            f"{[type(d).__name__ for d in datasets]}. Load both with load_images."
+        )
+    before = distribution.auto_shard_dataset
+    distribution.auto_shard_dataset = False
+    try:
+        yield
+    finally:
+        distribution.auto_shard_dataset = before
+
+
+def _process_rows(data):
+    return isinstance(data, EpochBatches) or getattr(data, "process_rows", False)
 
 
 # The iterators of multi-process datasets, until nothing else holds them.

@@ -3,13 +3,41 @@
 import keras
 import numpy as np
 
+# The multipliers of `keyed_dropout.hash_uint32`, a well-mixed 32-bit hash.
+HASH_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
+
+
+def hash_uint32(x):
+    """`keyed_dropout.hash_uint32` in numpy: the same numbers, element-wise."""
+    x = np.asarray(x, np.uint32)
+    with np.errstate(over="ignore"):  # the multiplies wrap, as they should
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(HASH_MULTIPLIERS[0])
+        x = x ^ (x >> np.uint32(15))
+        x = x * np.uint32(HASH_MULTIPLIERS[1])
+        return x ^ (x >> np.uint32(16))
+
+
+def epoch_keys(num_examples, seed, epoch, stream):
+    """One uint32 per position: a hash of `(seed, epoch, stream, position)`.
+
+    `keras_tpugan.data` computes the same numbers with TensorFlow ops inside
+    its tf.data pipeline (integer arithmetic: exact on both).
+    """
+    key = np.uint32(0)
+    for part in (int(seed) % 2**32, int(epoch) % 2**32, stream):
+        key = hash_uint32(key ^ np.uint32(part))
+    return hash_uint32(hash_uint32(np.arange(num_examples, dtype=np.uint32)) ^ key)
+
 
 def epoch_order(num_examples, seed, epoch, shuffle=True, xflip=False):
     """The order and the mirror flags of one epoch of a dataset.
 
     Both input paths of `keras_tpugan.data.load_images` read their batches
     in this order (tf.data on TensorFlow, `EpochBatches` on JAX), so the
-    same seed and epoch give the same batches on either backend.
+    same seed and epoch give the same batches on either backend: the order
+    sorts the positions by `epoch_keys` (stream 0), and a position's image
+    is flipped when the top bit of its stream-1 key is set.
 
     Args:
         num_examples: Size of the dataset.
@@ -24,13 +52,13 @@ def epoch_order(num_examples, seed, epoch, shuffle=True, xflip=False):
         bool per position (True: mirror that image), drawn from
         `(seed, epoch)` with probability 1/2.
     """
-    seed, epoch = int(seed), int(epoch)
     if shuffle:
-        order = np.random.default_rng([seed, epoch, 0]).permutation(num_examples)
+        keys = epoch_keys(num_examples, seed, epoch, 0).astype(np.int64)
+        order = np.argsort(keys, kind="stable")
     else:
         order = np.arange(num_examples)
     if xflip:
-        flips = np.random.default_rng([seed, epoch, 1]).random(num_examples) < 0.5
+        flips = (epoch_keys(num_examples, seed, epoch, 1) >> np.uint32(31)) == 1
     else:
         flips = np.zeros(num_examples, bool)
     return order.astype("int64"), flips
@@ -108,6 +136,9 @@ class EpochBatches(keras.utils.PyDataset):
         self.seed = seed
         self.xflip = xflip
         self._order = (None, None)
+
+    # Each process yields its own rows (see `distribute.sharded_by_the_data`).
+    process_rows = True
 
     def __len__(self):
         return len(self.images) // self.batch_size

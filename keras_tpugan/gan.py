@@ -367,7 +367,7 @@ class GAN(BackendGANStep, keras.Model):
                     validation, self.strategy
                 )
         try:
-            with self._distribution_scope():
+            with self._distribution_scope(x, kwargs.get("validation_data")):
                 history = super().fit(
                     x, y, batch_size=batch_size, epochs=epochs, **kwargs
                 )
@@ -412,18 +412,21 @@ class GAN(BackendGANStep, keras.Model):
         if not kwargs.get("_use_cached_eval_dataset"):  # not from `fit`
             self._check_fit_input(x, y, batch_size)
         try:
-            with self._distribution_scope():
+            with self._distribution_scope(x):
                 return super().evaluate(x, y, batch_size=batch_size, **kwargs)
         finally:
             if not kwargs.get("_use_cached_eval_dataset"):
                 distribute.release_unused_iterators()
 
-    def _distribution_scope(self):
+    @contextlib.contextmanager
+    def _distribution_scope(self, *datasets):
         # On JAX, Keras shards the data over the distribution in force: use
         # the GAN's own when called outside its scope.
+        outer = contextlib.nullcontext()
         if keras.distribution.distribution() is None:
-            return distribute.scope(self._distribution)
-        return contextlib.nullcontext()
+            outer = distribute.scope(self._distribution)
+        with outer, distribute.sharded_by_the_data(*datasets):
+            yield
 
     def generate(
         self,
@@ -521,7 +524,13 @@ class GAN(BackendGANStep, keras.Model):
         if isinstance(x, EpochBatches):
             global_batch = x.batch_size
         elif isinstance(x, keras.utils.PyDataset):
-            first = keras.tree.flatten(x[0])[0] if x.num_batches != 0 else None
+            if x.num_batches == 0:
+                raise ValueError(
+                    "Expected a dataset that yields batches; this "
+                    f"{type(x).__name__} is empty (0 batches). Check its size "
+                    "against the batch size."
+                )
+            first = keras.tree.flatten(x[0])[0]
             global_batch = None if first is None else int(np.shape(first)[0])
         elif is_dataset(x):
             if int(x.cardinality()) == 0:

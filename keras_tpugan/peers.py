@@ -33,11 +33,11 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tpugan import bench, distribute, models, reports
 from keras_tpugan.config import TrainConfig
+from keras_tpugan.tf_import import tf
 
 LATENT_DIM = 128
 WIDTH = 128
@@ -195,10 +195,13 @@ def chosen_modes(modes=None):
 
 
 def noise_batch(batch):
-    """One batch of uniform noise images in [-1, 1], the same for every mode."""
-    return tf.constant(
-        np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)), "float32"
-    )
+    """One batch of uniform noise images in [-1, 1], the same for every mode.
+
+    A TensorFlow tensor on TensorFlow, a numpy array on JAX.
+    """
+    images = np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1))
+    images = images.astype("float32")
+    return tf.constant(images) if keras.backend.backend() == "tensorflow" else images
 
 
 class _JaxLoop:
@@ -323,11 +326,14 @@ class _FitRunner:
 def _build(kind, policy, xla, spe, update, batch, images, norm, width):
     """A warmed-up runner of one mode (traced and compiled)."""
     keras.config.set_dtype_policy(policy)
-    dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
-    iterator = iter(dataset)
+    if keras.backend.backend() == "jax":  # no TensorFlow needed
+        dataset = bench.RepeatedBatch(images)
+        iterator = itertools.repeat(ops.convert_to_tensor(images))
+    else:
+        dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
+        iterator = iter(dataset)
     if kind == "tutorial" and keras.backend.backend() == "jax":
         runner = _JaxLoop(norm, width, batch)
-        iterator = itertools.repeat(ops.convert_to_tensor(images.numpy()))
     elif kind == "tutorial":
         runner = _TutorialLoop(norm, width, xla, batch)
     elif kind == "keras-io":

@@ -20,9 +20,9 @@ import tempfile
 import time
 
 import keras
-import tensorflow as tf
 
 from keras_tpugan import peers
+from keras_tpugan.tf_import import tf
 
 # Spans that contain kernels or wait for them rather than being one
 # (executor and thread-pool bookkeeping), left out so that no time is
@@ -131,23 +131,44 @@ def _stop():
 
 def _kernel_ms(logdir):
     """Milliseconds by op type over the compute threads of the trace."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
     totals = collections.Counter()
     for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
-        space = xplane_pb2.XSpace()
-        with open(path, "rb") as f:
-            space.ParseFromString(f.read())
-        for plane in space.planes:
-            names = plane.event_metadata
-            for line in plane.lines:
-                if not line.name.startswith(_COMPUTE_LINES):
-                    continue  # Python, tf.data and other host threads
-                for event in line.events:
-                    op = _op_type(names[event.metadata_id].name)
-                    if op is not None:
-                        totals[op] += event.duration_ps / 1e9
+        for line_name, events in _trace_lines(path):
+            if not line_name.startswith(_COMPUTE_LINES):
+                continue  # Python, tf.data and other host threads
+            for name, milliseconds in events:
+                op = _op_type(name)
+                if op is not None:
+                    totals[op] += milliseconds
     return totals
+
+
+def _trace_lines(path):
+    """`(line name, [(event name, ms), ...])` of every line of an xplane file.
+
+    Read with the profiler's own reader: JAX's `ProfileData` (no TensorFlow
+    needed), TensorFlow's XSpace proto on TensorFlow.
+    """
+    if keras.backend.backend() == "jax":
+        from jax.profiler import ProfileData
+
+        data = ProfileData.from_file(path)
+        for plane in data.planes:
+            for line in plane.lines:
+                yield line.name, [(e.name, e.duration_ns / 1e6) for e in line.events]
+        return
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    for plane in space.planes:
+        names = plane.event_metadata
+        for line in plane.lines:
+            yield (
+                line.name,
+                [(names[e.metadata_id].name, e.duration_ps / 1e9) for e in line.events],
+            )
 
 
 def _op_type(name):

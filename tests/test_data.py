@@ -1,12 +1,13 @@
 import logging
 
+import keras
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from keras_tpugan import data
-from keras_tpugan.epoch_batches import EpochBatches
+from keras_tpugan import data, keyed_dropout
+from keras_tpugan.epoch_batches import EpochBatches, hash_uint32
 
 
 def test_offline_subset_is_real_mnist_split_in_two():
@@ -375,6 +376,11 @@ def test_epoch_batches_yield_the_batches_of_the_tf_data_path(labels):
             for x, y in zip(a, b, strict=True) if labels else [(a, b)]:
                 assert x.dtype == y.dtype and x.shape == y.shape
                 np.testing.assert_array_equal(x, y)
+    # The order's hash is the one KeyedDropout draws its masks with.
+    x = np.arange(0, 2**32, 2**20 + 7, dtype="uint64").astype("uint32")
+    np.testing.assert_array_equal(
+        hash_uint32(x), keras.ops.convert_to_numpy(keyed_dropout.hash_uint32(x))
+    )
     with pytest.raises(ValueError, match=r"Expected 1 <= batch_size <= the 103"):
         EpochBatches(images, batch_size=104)
     with pytest.raises(ValueError, match="Expected one label per image"):

@@ -201,8 +201,10 @@ def test_jax_step_sees_the_global_batch_sharded_over_the_devices():
         def record(sharding):
             seen["sharding"] = sharding
 
-        jax.debug.inspect_array_sharding(data, callback=record)
-        seen["shape"] = data.shape
+        # A PyDataset's batch arrives as a tuple, as Keras standardizes it.
+        images = data[0] if isinstance(data, tuple) else data
+        jax.debug.inspect_array_sharding(images, callback=record)
+        seen["shape"] = images.shape
         return step(state, data)
 
     gan.train_step = watched

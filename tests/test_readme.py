@@ -23,6 +23,7 @@ def _python_block_after(heading):
     return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
 
 
+@pytest.mark.tensorflow_only  # its TensorBoard callback needs TensorFlow
 def test_the_keras_callbacks_example_runs(tmp_path, classifier_dir, capsys):
     """Slow (about 20-25 s): the example trains for three epochs with every
     callback, TensorBoard included."""

@@ -12,11 +12,12 @@ def _np(x):
 
 
 def test_normalizes_in_inference_too_and_keeps_the_raw_kernel(tmp_path):
+    keras.utils.set_random_seed(0)  # the kernel and the power iteration's start
     layer = StatelessSpectralNormalization(keras.layers.Dense(4))
     x = np.random.default_rng(0).normal(size=(5, 3)).astype("float32")
     layer(x, training=False)
     raw = _np(layer.kernel).copy()
-    for _ in range(30):  # power iterations converge while training
+    for _ in range(100):  # power iterations converge while training
         layer(x, training=True)
     np.testing.assert_array_equal(_np(layer.kernel), raw)
     sigma = np.linalg.svd(raw, compute_uv=False)[0]

@@ -1,0 +1,380 @@
+"""The accelerator benchmark: images/s, model FLOP utilisation and the seed's study.
+
+One prepared run, on whatever JAX devices the process finds (TPU cores,
+GPUs, or the CPU for `smoke=True`), within a time budget:
+
+1. **Throughput.** For the demo DCGAN (28x28x1) and a 64x64 RGB DCGAN,
+   float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256, 512 and
+   the largest that fits (doubling from 1,024 until the device runs out of
+   memory): images/s, and model FLOP utilisation: the FLOPs of a training
+   step counted from the networks' layers (`bench.forward_flops`: 4 G + 8 D
+   forward FLOPs per image, a lower bound) per second, against the chip's
+   dense bf16 peak (`CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
+   known) and against a large bf16 matmul measured in the same run.
+2. **steps_per_execution**: the demo DCGAN, bfloat16, batch 256, with 1, 4
+   and 16 steps per call.
+3. **The seed's study**: MNIST (TFDS when on disk, else the offline
+   subset), batch 64 to 512, bfloat16 + XLA: seconds per epoch, and the
+   steps, images and seconds to a target FCD.
+
+It writes `accelerator.csv` (every row) and `accelerator.md` (the tables)
+under `out_dir`. `benchmarks/accelerator.py` and `keras-tpugan bench
+--accelerator` call `run_benchmark`.
+"""
+
+import csv
+import dataclasses
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+
+from keras_tpugan import bench, distribute
+from keras_tpugan.config import TrainConfig
+from keras_tpugan.prepared_run import build_gan
+
+# Dense (no sparsity) bf16 peak TFLOP/s per JAX device, from the vendors'
+# datasheets. A JAX device is one TPU core on v2/v3, one chip from v4 on.
+# Matched against `device_kind`, longest name first.
+CHIP_PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+    "TPU v2": 22.5,
+    "TPU v3": 61.5,
+    "TPU v4": 275.0,
+    "TPU v5 lite": 197.0,
+    "TPU v5e": 197.0,
+    "TPU v5p": 459.0,
+    "TPU v5": 459.0,
+    "TPU v6 lite": 918.0,
+    "TPU v6e": 918.0,
+}
+MODELS = {
+    # The demo preset's networks, on MNIST's shape.
+    "dcgan-28x28x1": {"image_shape": (28, 28, 1), "width": 64, "latent_dim": 64},
+    # A 64x64 RGB DCGAN (CelebA's shape).
+    "dcgan-64x64x3": {"image_shape": (64, 64, 3), "width": 128, "latent_dim": 128},
+}
+BATCH_SIZES = (64, 128, 256, 512)
+STUDY_BATCH_SIZES = (64, 128, 256, 512)
+FIELDS = (
+    "part",
+    "model",
+    "precision",
+    "batch_size",
+    "steps_per_execution",
+    "images_per_sec",
+    "tflops_per_sec",
+    "mfu_vs_chip_peak",
+    "mfu_vs_matmul",
+    "first_epoch_seconds",
+    "seconds_per_epoch",
+    "epochs",
+    "final_fcd",
+    "target_fcd",
+    "steps_to_target",
+    "images_to_target",
+    "seconds_to_target",
+    "note",
+)
+
+
+def chip_peak_tflops(device_kind):
+    """The dense bf16 peak of a known chip, or None.
+
+    Args:
+        device_kind: A JAX device's `device_kind` (e.g. `"NVIDIA H200"`,
+            `"TPU v4"`).
+
+    Returns:
+        TFLOP/s per JAX device, or None for a chip not in
+        `CHIP_PEAK_TFLOPS`.
+    """
+    for name in sorted(CHIP_PEAK_TFLOPS, key=len, reverse=True):
+        if name.lower() in device_kind.lower():
+            return CHIP_PEAK_TFLOPS[name]
+    return None
+
+
+def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
+    """Runs the three parts on the JAX devices of this process.
+
+    Args:
+        out_dir: Folder for `accelerator.csv` and `accelerator.md`.
+        smoke: A run of about a minute on a CPU: small networks in float32
+            only, batch 8, a few steps, steps_per_execution 1 and 2, one
+            study epoch at batch 64. It checks the benchmark, not the
+            machine.
+        budget_seconds: Cells that would start after this much time are
+            skipped (and listed as skipped).
+        printer: Called with each line of output.
+
+    Returns:
+        The rows written to the CSV (dicts with `FIELDS`).
+
+    Example:
+
+    ```python
+    rows = run_benchmark("runs/accelerator", smoke=True)
+    ```
+    """
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Expected the JAX backend for the accelerator benchmark. Received: "
+            f"KERAS_BACKEND={keras.backend.backend()!r}. Run it with "
+            "KERAS_BACKEND=jax (benchmarks/accelerator.py sets it)."
+        )
+    import jax
+
+    started = time.perf_counter()
+    deadline = started + budget_seconds
+    os.makedirs(out_dir, exist_ok=True)
+    devices = jax.devices()
+    kind = devices[0].device_kind
+    peak = chip_peak_tflops(kind)
+    matmul = bench.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
+    header = [
+        f"devices: {len(devices)} x {kind} ({devices[0].platform}); JAX "
+        f"{jax.__version__}, Keras {keras.__version__}, Python "
+        f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        "chip bf16 peak: "
+        + (f"{peak:g} TFLOP/s per device" if peak else "unknown chip")
+        + f"; measured bf16 matmul: {matmul / 1e12:.3g} TFLOP/s per device",
+    ]
+    for line in header:
+        printer(line)
+    peaks = {"chip": None if peak is None else peak * 1e12 * len(devices)}
+    peaks["matmul"] = matmul * len(devices)
+    rows = []
+
+    def record(row):
+        row = {field: row.get(field) for field in FIELDS}
+        rows.append(row)
+        printer(", ".join(f"{k}={v}" for k, v in row.items() if v is not None))
+
+    strategy = distribute.get_strategy("auto")
+    for row in _throughput(strategy, smoke, deadline, peaks):
+        record(row)
+    for row in _steps_per_execution(strategy, smoke, deadline, peaks):
+        record(row)
+    for row in _study(out_dir, smoke, deadline):
+        record(row)
+    printer(f"total: {time.perf_counter() - started:.0f} s")
+    _write(rows, header, out_dir, printer)
+    return rows
+
+
+def _one_batch_gan(model, policy, batch_size, strategy, smoke, spe=1):
+    """A compiled GAN of `MODELS[model]` and an endless repeat of one batch."""
+    spec = MODELS[model]
+    width = 16 if smoke else spec["width"]
+    config = TrainConfig(
+        latent_dim=8 if smoke else spec["latent_dim"],
+        width=width,
+        batch_size=batch_size,
+        precision=policy,
+        jit_compile=True,
+        steps_per_execution=spe,
+    )
+    keras.mixed_precision.set_global_policy(policy)
+    with strategy.scope():
+        gan = build_gan(config, spec["image_shape"])
+    images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *spec["image_shape"]))
+    return gan, bench.RepeatedBatch(images.astype("float32"))
+
+
+def _timed(gan, ds, steps, repeats):
+    """Median images/s of `repeats` fits of `steps` steps, after two compiling fits."""
+    for _ in range(2):  # trace and compile (JAX compiles again for the shardings)
+        gan.fit(ds, epochs=1, steps_per_epoch=2 * gan.steps_per_execution, verbose=0)
+    rates = []
+    batch = len(ds.batch)
+    for _ in range(repeats):
+        start = time.perf_counter()
+        gan.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
+        rates.append(steps * batch / (time.perf_counter() - start))
+    return float(np.median(rates))
+
+
+def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
+    steps = 4 if smoke else 20
+    gan, ds = _one_batch_gan(model, policy, batch, strategy, smoke, spe)
+    steps = max(steps // spe, 1) * spe
+    rate = _timed(gan, ds, steps, repeats=1 if smoke else 3)
+    flops = 4 * bench.forward_flops(gan.generator) + 8 * bench.forward_flops(
+        gan.discriminator
+    )
+    achieved = rate * flops
+    return {
+        "part": part,
+        "model": model,
+        "precision": policy,
+        "batch_size": batch,
+        "steps_per_execution": spe,
+        "images_per_sec": round(rate, 1),
+        "tflops_per_sec": float(f"{achieved / 1e12:.4g}"),
+        "mfu_vs_chip_peak": (
+            None if peaks["chip"] is None else float(f"{achieved / peaks['chip']:.3g}")
+        ),
+        "mfu_vs_matmul": float(f"{achieved / peaks['matmul']:.3g}"),
+    }
+
+
+def _skipped(part, model, policy, batch, spe=1, why="time budget"):
+    return {
+        "part": part,
+        "model": model,
+        "precision": policy,
+        "batch_size": batch,
+        "steps_per_execution": spe,
+        "note": f"skipped: {why}",
+    }
+
+
+def _throughput(strategy, smoke, deadline, peaks):
+    batches = (8,) if smoke else BATCH_SIZES
+    for model in MODELS:
+        for policy in ("float32",) if smoke else ("float32", "mixed_bfloat16"):
+            for batch in batches:
+                if time.perf_counter() > deadline:
+                    yield _skipped("throughput", model, policy, batch)
+                    continue
+                yield _cell("throughput", model, policy, batch, strategy, smoke, peaks)
+            if smoke:
+                continue
+            # The largest batch that fits: doubling until out of memory.
+            batch = 2 * batches[-1]
+            while batch <= 65_536 and time.perf_counter() < deadline:
+                try:
+                    row = _cell("largest", model, policy, batch, strategy, smoke, peaks)
+                except Exception as e:  # noqa: BLE001 - out of memory ends the search
+                    if not distribute.is_out_of_memory(e):
+                        raise
+                    yield {
+                        **_skipped("largest", model, policy, batch),
+                        "note": "out of memory",
+                    }
+                    break
+                yield row
+                batch *= 2
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _steps_per_execution(strategy, smoke, deadline, peaks):
+    model = "dcgan-28x28x1"
+    policy = "float32" if smoke else "mixed_bfloat16"
+    batch = 8 if smoke else 256
+    for spe in (1, 2) if smoke else (1, 4, 16):
+        if time.perf_counter() > deadline:
+            yield _skipped("steps_per_execution", model, policy, batch, spe)
+            continue
+        yield _cell(
+            "steps_per_execution", model, policy, batch, strategy, smoke, peaks, spe
+        )
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _study(out_dir, smoke, deadline):
+    """The seed's study: `train` per batch size, bfloat16 + XLA."""
+    from keras_tpugan.train import train
+
+    base = TrainConfig.preset("mnist-tpu")
+    base = dataclasses.replace(
+        base,
+        source="auto",
+        validation_split=None,
+        target_fcd=None if smoke else 60.0,
+        quality_every=1,
+    )
+    if smoke:
+        base = dataclasses.replace(
+            base,
+            width=8,
+            latent_dim=8,
+            epochs=1,
+            quality_images=64,
+            precision="float32",
+        )
+    else:
+        base = dataclasses.replace(base, epochs=5)
+    for batch in (64,) if smoke else STUDY_BATCH_SIZES:
+        if time.perf_counter() > deadline:
+            yield _skipped("study", "dcgan-28x28x1", base.precision, batch)
+            continue
+        config = dataclasses.replace(base, batch_size=batch)
+        summary = train(config, os.path.join(out_dir, f"study_b{batch}"), verbose=0)
+        yield {
+            "part": "study",
+            "model": "dcgan-28x28x1",
+            "precision": config.precision,
+            "batch_size": batch,
+            "steps_per_execution": 1,
+            "images_per_sec": summary.get("images_per_sec"),
+            "first_epoch_seconds": summary.get("first_epoch_seconds"),
+            "seconds_per_epoch": summary.get("mean_epoch_seconds"),
+            "epochs": config.epochs,
+            "final_fcd": (summary.get("final") or {}).get("fcd"),
+            "target_fcd": config.target_fcd,
+            "steps_to_target": summary.get("steps_to_target"),
+            "images_to_target": summary.get("images_to_target"),
+            "seconds_to_target": summary.get("seconds_to_target"),
+            "note": f"data: {summary.get('data_source')}",
+        }
+
+
+def _write(rows, header, out_dir, printer):
+    with open(os.path.join(out_dir, "accelerator.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [*header, ""]
+    for part, columns in (
+        (
+            ("throughput", "largest", "steps_per_execution"),
+            (
+                "part",
+                "model",
+                "precision",
+                "batch_size",
+                "steps_per_execution",
+                "images_per_sec",
+                "tflops_per_sec",
+                "mfu_vs_chip_peak",
+                "mfu_vs_matmul",
+                "note",
+            ),
+        ),
+        (
+            ("study",),
+            (
+                "batch_size",
+                "images_per_sec",
+                "first_epoch_seconds",
+                "seconds_per_epoch",
+                "epochs",
+                "final_fcd",
+                "target_fcd",
+                "steps_to_target",
+                "images_to_target",
+                "seconds_to_target",
+                "note",
+            ),
+        ),
+    ):
+        lines.append("| " + " | ".join(columns) + " |")
+        lines.append("|" + "---|" * len(columns))
+        for row in rows:
+            if row["part"] in part:
+                cells = ["" if row[c] is None else str(row[c]) for c in columns]
+                lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
+        f.write("\n".join(lines))
+    for line in lines:
+        printer(line)
