@@ -16,6 +16,11 @@ GPUs, or the CPU for `smoke=True`), within a time budget:
 3. **The seed's study**: MNIST (TFDS when on disk, else the offline
    subset), batch 64 to 512, bfloat16 + XLA: seconds per epoch, and the
    steps, images and seconds to a target FCD.
+4. **The input path**: images/s that `EpochBatches` (what `load_images`
+   gives on JAX) gathers and scales on this host, for each model's image
+   shape at batch 256, to compare with the training images/s above (the
+   throughput cells train on one repeated batch, so they do not include
+   it).
 
 It writes `accelerator.csv` (every row) and `accelerator.md` (the tables)
 under `out_dir`. `benchmarks/accelerator.py` and `keras-tpugan bench
@@ -33,6 +38,7 @@ import numpy as np
 
 from keras_tpugan import bench, distribute
 from keras_tpugan.config import TrainConfig
+from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.prepared_run import build_gan
 
 # Dense (no sparsity) bf16 peak TFLOP/s per JAX device, from the vendors'
@@ -109,8 +115,9 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
         out_dir: Folder for `accelerator.csv` and `accelerator.md`.
         smoke: A run of about a minute on a CPU: small networks in float32
             only, batch 8, a few steps, steps_per_execution 1 and 2, one
-            study epoch at batch 64. It checks the benchmark, not the
-            machine.
+            study epoch at batch 64, XLA's CPU code generation at its lowest
+            level (when JAX has not started yet). It checks the benchmark,
+            not the machine.
         budget_seconds: Cells that would start after this much time are
             skipped (and listed as skipped).
         printer: Called with each line of output.
@@ -130,6 +137,12 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
             f"KERAS_BACKEND={keras.backend.backend()!r}. Run it with "
             "KERAS_BACKEND=jax (benchmarks/accelerator.py sets it)."
         )
+    if smoke:
+        # XLA's CPU code generation at its lowest level (read when JAX starts
+        # its CPU platform): compiling is most of a smoke run's time.
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_backend_optimization_level" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0"
     import jax
 
     started = time.perf_counter()
@@ -164,6 +177,8 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     for row in _steps_per_execution(strategy, smoke, deadline, peaks):
         record(row)
     for row in _study(out_dir, smoke, deadline):
+        record(row)
+    for row in _input_path(smoke):
         record(row)
     printer(f"total: {time.perf_counter() - started:.0f} s")
     _write(rows, header, out_dir, printer)
@@ -328,6 +343,36 @@ def _study(out_dir, smoke, deadline):
         }
 
 
+def _input_path(smoke):
+    """Images/s of `EpochBatches` on this host, per model image shape."""
+    from keras_tpugan import data
+
+    batch = 16 if smoke else 256
+    for model, spec in MODELS.items():
+        count = 64 if smoke else 10_240
+        images = np.random.default_rng(0).integers(
+            0, 256, (count, *spec["image_shape"]), dtype=np.uint8
+        )
+        ds = EpochBatches(images, batch_size=batch, xflip=True)
+        seconds = []
+        for epoch in range(3):
+            data.set_epoch(epoch)
+            start = time.perf_counter()
+            for i in range(len(ds)):
+                ds[i]
+            seconds.append(time.perf_counter() - start)
+        data.set_epoch(0)
+        rate = len(ds) * batch * 2 / sum(seconds[1:])
+        yield {
+            "part": "input",
+            "model": model,
+            "precision": "uint8 -> float32",
+            "batch_size": batch,
+            "images_per_sec": round(rate, 1),
+            "note": "EpochBatches, one thread",
+        }
+
+
 def _write(rows, header, out_dir, printer):
     with open(os.path.join(out_dir, "accelerator.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -336,7 +381,7 @@ def _write(rows, header, out_dir, printer):
     lines = [*header, ""]
     for part, columns in (
         (
-            ("throughput", "largest", "steps_per_execution"),
+            ("throughput", "largest", "steps_per_execution", "input"),
             (
                 "part",
                 "model",

@@ -37,10 +37,14 @@ def test_out_of_budget_cells_are_listed_as_skipped_in_both_files(tmp_path, capsy
     assert cli.main([*argv, "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader((tmp_path / "accelerator.csv").open()))
     parts = {r["part"] for r in rows}
-    assert parts == {"throughput", "steps_per_execution", "study"}
-    assert all(r["note"] == "skipped: time budget" for r in rows)
+    assert parts == {"throughput", "steps_per_execution", "study", "input"}
+    skipped = [r for r in rows if r["part"] != "input"]
+    assert all(r["note"] == "skipped: time budget" for r in skipped)
     # 2 models x 1 precision x 1 batch, 2 settings, 1 study batch.
-    assert len(rows) == 2 + 2 + 1
+    assert len(skipped) == 2 + 2 + 1
+    # The input path is measured whatever the budget: it takes no time.
+    inputs = [r for r in rows if r["part"] == "input"]
+    assert len(inputs) == 2 and all(float(r["images_per_sec"]) > 0 for r in inputs)
     table = (tmp_path / "accelerator.md").read_text()
     assert "measured bf16 matmul" in table and table.count("skipped") == 5
     assert "wrote" in capsys.readouterr().out
