@@ -27,7 +27,6 @@ under `out_dir`. `benchmarks/accelerator.py` and `keras-tpugan bench
 --accelerator` call `run_benchmark`.
 """
 
-import csv
 import dataclasses
 import os
 import platform
@@ -36,7 +35,7 @@ import time
 import keras
 import numpy as np
 
-from keras_tpugan import bench, distribute
+from keras_tpugan import bench, distribute, reports
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.prepared_run import build_gan
@@ -227,11 +226,7 @@ def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
     )
     achieved = rate * flops
     return {
-        "part": part,
-        "model": model,
-        "precision": policy,
-        "batch_size": batch,
-        "steps_per_execution": spe,
+        **_cell_key(part, model, policy, batch, spe),
         "images_per_sec": round(rate, 1),
         "tflops_per_sec": float(f"{achieved / 1e12:.4g}"),
         "mfu_vs_chip_peak": (
@@ -241,15 +236,18 @@ def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
     }
 
 
-def _skipped(part, model, policy, batch, spe=1, why="time budget"):
+def _cell_key(part, model, policy, batch, spe):
     return {
         "part": part,
         "model": model,
         "precision": policy,
         "batch_size": batch,
         "steps_per_execution": spe,
-        "note": f"skipped: {why}",
     }
+
+
+def _skipped(part, model, policy, batch, spe=1, why="time budget"):
+    return {**_cell_key(part, model, policy, batch, spe), "note": f"skipped: {why}"}
 
 
 def _throughput(strategy, smoke, deadline, peaks):
@@ -315,6 +313,7 @@ def _study(out_dir, smoke, deadline):
             epochs=1,
             quality_images=64,
             precision="float32",
+            source="offline",  # no TFDS probe (which imports TensorFlow)
         )
     else:
         base = dataclasses.replace(base, epochs=5)
@@ -373,52 +372,47 @@ def _input_path(smoke):
         }
 
 
+# The two Markdown tables: `(key, header, format)` columns for
+# `reports.markdown_table`, and the parts each shows.
+SPEED_TABLE = (
+    ("throughput", "largest", "steps_per_execution", "input"),
+    (
+        ("part", "part", "s"),
+        ("model", "model", "s"),
+        ("precision", "precision", "s"),
+        ("batch_size", "batch", "d"),
+        ("steps_per_execution", "steps/call", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("tflops_per_sec", "TFLOP/s", ".4g"),
+        ("mfu_vs_chip_peak", "of chip peak", ".3g"),
+        ("mfu_vs_matmul", "of matmul", ".3g"),
+        ("note", "note", "s"),
+    ),
+)
+STUDY_TABLE = (
+    ("study",),
+    (
+        ("batch_size", "batch", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("first_epoch_seconds", "first epoch s", ".1f"),
+        ("seconds_per_epoch", "s/epoch", ".1f"),
+        ("epochs", "epochs", "d"),
+        ("final_fcd", "final FCD", ".1f"),
+        ("target_fcd", "target FCD", ".1f"),
+        ("steps_to_target", "steps to target", "d"),
+        ("images_to_target", "images to target", ",d"),
+        ("seconds_to_target", "s to target", ".1f"),
+        ("note", "note", "s"),
+    ),
+)
+
+
 def _write(rows, header, out_dir, printer):
-    with open(os.path.join(out_dir, "accelerator.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    reports.write_csv(rows, os.path.join(out_dir, "accelerator.csv"))
     lines = [*header, ""]
-    for part, columns in (
-        (
-            ("throughput", "largest", "steps_per_execution", "input"),
-            (
-                "part",
-                "model",
-                "precision",
-                "batch_size",
-                "steps_per_execution",
-                "images_per_sec",
-                "tflops_per_sec",
-                "mfu_vs_chip_peak",
-                "mfu_vs_matmul",
-                "note",
-            ),
-        ),
-        (
-            ("study",),
-            (
-                "batch_size",
-                "images_per_sec",
-                "first_epoch_seconds",
-                "seconds_per_epoch",
-                "epochs",
-                "final_fcd",
-                "target_fcd",
-                "steps_to_target",
-                "images_to_target",
-                "seconds_to_target",
-                "note",
-            ),
-        ),
-    ):
-        lines.append("| " + " | ".join(columns) + " |")
-        lines.append("|" + "---|" * len(columns))
-        for row in rows:
-            if row["part"] in part:
-                cells = ["" if row[c] is None else str(row[c]) for c in columns]
-                lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+    for parts, columns in (SPEED_TABLE, STUDY_TABLE):
+        shown = [row for row in rows if row["part"] in parts]
+        lines += [*reports.markdown_table(shown, columns), ""]
     with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
         f.write("\n".join(lines))
     for line in lines:
