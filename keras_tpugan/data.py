@@ -17,7 +17,12 @@ import keras
 import numpy as np
 
 from keras_tpugan import image_files
-from keras_tpugan.epoch_batches import HASH_MULTIPLIERS, EpochBatches, scaled
+from keras_tpugan.epoch_batches import (
+    HASH_MULTIPLIERS,
+    EpochBatches,
+    scaled,
+    underlying,
+)
 from keras_tpugan.tf_import import is_dataset, tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -357,7 +362,8 @@ def is_normalized(dataset):
     Returns:
         A bool.
     """
-    return isinstance(dataset, EpochBatches) or dataset in _NORMALIZED
+    # (An EpochBatches, or one repeated: `EpochBatches.repeated()`.)
+    return underlying(dataset) is not None or dataset in _NORMALIZED
 
 
 def set_epoch(epoch):

@@ -149,9 +149,25 @@ class EpochBatches(keras.utils.PyDataset):
         return tuple(self.images.shape[1:])
 
     def __getitem__(self, index):
+        # Local import: `data` builds these datasets.
+        from keras_tpugan.data import current_epoch
+
+        return self.batch_at(index, current_epoch())
+
+    def batch_at(self, index, epoch):
+        """Batch `index` of the order of `epoch` (this process's rows).
+
+        Args:
+            index: The batch's position in the epoch.
+            epoch: The epoch whose order to read.
+
+        Returns:
+            float32 images in [-1, 1], with int32 labels when the dataset
+            has them.
+        """
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} of {len(self)}")
-        order, flips = self._epoch()
+        order, flips = self._epoch(epoch)
         rows = slice(index * self.batch_size, (index + 1) * self.batch_size)
         rows = _process_rows(rows, self.batch_size)
         batch = scaled(self.images[order[rows]])
@@ -160,11 +176,19 @@ class EpochBatches(keras.utils.PyDataset):
             return batch
         return batch, self.labels[order[rows]]
 
-    def _epoch(self):
-        # Local import: `data` builds these datasets.
-        from keras_tpugan.data import current_epoch
+    def repeated(self):
+        """This dataset without end: pass after pass, each read as a new epoch.
 
-        epoch = current_epoch()
+        Each pass takes the order of the epoch set (`set_epoch`) when the
+        pass starts, as a repeated `load_images` tf.data dataset does: for
+        `fit(..., steps_per_epoch=...)` over more steps than one pass.
+
+        Returns:
+            A `keras.utils.PyDataset` with no end (`num_batches` None).
+        """
+        return _Repeated(self)
+
+    def _epoch(self, epoch):
         if self._order[0] != epoch:
             self._order = (
                 epoch,
@@ -173,6 +197,39 @@ class EpochBatches(keras.utils.PyDataset):
                 ),
             )
         return self._order[1]
+
+
+def underlying(data):
+    """The `EpochBatches` that `data` is (or repeats), else None."""
+    if isinstance(data, EpochBatches):
+        return data
+    if isinstance(data, _Repeated):
+        return data.batches
+    return None
+
+
+class _Repeated(keras.utils.PyDataset):
+    """`EpochBatches.repeated()`: the passes one after the other, no end."""
+
+    process_rows = True
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+        self.batch_size = batches.batch_size
+        self._pass = (None, None)  # (pass, the epoch it reads)
+
+    @property
+    def num_batches(self):
+        return None
+
+    def __getitem__(self, index):
+        from keras_tpugan.data import current_epoch
+
+        this_pass, position = divmod(index, len(self.batches))
+        if self._pass[0] != this_pass:
+            self._pass = (this_pass, current_epoch())
+        return self.batches.batch_at(position, self._pass[1])
 
 
 def _process_rows(rows, batch_size):

@@ -14,7 +14,7 @@ from keras_tpugan import directions, distribute, gan_checks, penalties, precisio
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
-from keras_tpugan.epoch_batches import EpochBatches
+from keras_tpugan.epoch_batches import underlying
 from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.latents import class_labels, seeded_latents
@@ -521,8 +521,8 @@ class GAN(BackendGANStep, keras.Model):
 
     def _check_fit_input(self, x, y, batch_size):
         replicas = distribute.num_replicas(self.strategy)
-        if isinstance(x, EpochBatches):
-            global_batch = x.batch_size
+        if underlying(x) is not None:  # an EpochBatches, or one repeated
+            global_batch = underlying(x).batch_size
         elif isinstance(x, keras.utils.PyDataset):
             if x.num_batches == 0:
                 raise ValueError(

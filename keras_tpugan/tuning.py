@@ -10,6 +10,7 @@ import keras_tuner as kt
 
 from keras_tpugan import callbacks, distribute, reports
 from keras_tpugan.config import TrainConfig
+from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.prepared_run import prepare
 
 OBJECTIVES = {
@@ -240,8 +241,13 @@ class GANHyperModel(kt.HyperModel):
         # Each "epoch" of this fit is one evaluation chunk; the callbacks
         # run in list order, so the time and the score are in the logs
         # before `target` reads them.
+        endless = (
+            run.dataset.repeated()  # JAX: an EpochBatches
+            if isinstance(run.dataset, EpochBatches)
+            else run.dataset.repeat()
+        )
         history = model.fit(
-            run.dataset.repeat(),
+            endless,
             epochs=max(1, total_steps // chunk),
             steps_per_epoch=chunk,
             verbose=0,

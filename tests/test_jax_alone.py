@@ -109,3 +109,22 @@ def test_the_command_trains_on_a_folder_without_tensorboard(tmp_path, caplog):
     assert {"generator.keras", "samples", "summary.json", "snapshots"} <= written
     assert "tensorboard" not in written
     assert os.listdir(out / "samples")
+
+
+def test_repeated_epoch_batches_read_each_pass_in_the_epoch_set_at_its_start():
+    ids = np.arange(12, dtype="int32")
+    batches = EpochBatches(np.zeros((12, 2, 2, 1), "uint8"), ids, batch_size=4)
+    endless = batches.repeated()
+    assert endless.num_batches is None and ktg.data.is_normalized(endless)
+    try:
+        ktg.data.set_epoch(5)
+        first = [endless[i][1].tolist() for i in range(2)]
+        ktg.data.set_epoch(6)  # mid-pass: the pass keeps epoch 5's order
+        first.append(endless[2][1].tolist())
+        second = [endless[i][1].tolist() for i in range(3, 6)]  # a new pass
+    finally:
+        ktg.data.set_epoch(0)
+    assert first == [batches.batch_at(i, 5)[1].tolist() for i in range(3)]
+    assert second == [batches.batch_at(i, 6)[1].tolist() for i in range(3)]
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) == ids.tolist()
+    assert first != second
