@@ -20,6 +20,7 @@ def test_known_chips_have_their_bf16_peak_and_others_none():
 
 
 def test_a_cell_measures_images_per_second_and_utilisation():
+    """Slow (about 20-50 s): it compiles the 64x64 RGB GAN's step with XLA."""
     strategy = keras.distribution.DataParallel(devices=["cpu:0"])
     peaks = {"chip": None, "matmul": 1e12}
     row = accelerator_bench._cell(

@@ -12,6 +12,7 @@ def _np(x):
 
 
 def test_normalizes_in_inference_too_and_keeps_the_raw_kernel(tmp_path):
+    """Slow on JAX (about 5-35 s): 30 eager calls of the layer in training."""
     keras.utils.set_random_seed(0)  # the kernel and the power iteration's start
     layer = StatelessSpectralNormalization(keras.layers.Dense(4))
     x = np.random.default_rng(0).normal(size=(5, 3)).astype("float32")
