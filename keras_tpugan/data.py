@@ -17,12 +17,8 @@ import keras
 import numpy as np
 
 from keras_tpugan import image_files
-from keras_tpugan.epoch_batches import (
-    HASH_MULTIPLIERS,
-    EpochBatches,
-    scaled,
-    underlying,
-)
+from keras_tpugan.epoch_batches import EpochBatches, scaled, underlying
+from keras_tpugan.keyed_dropout import hash_uint32
 from keras_tpugan.tf_import import is_dataset, tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -307,27 +303,21 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _tf_hash_uint32(x):
-    """`epoch_batches.hash_uint32` in TensorFlow ops."""
-    m1, m2 = (tf.constant(m, tf.uint32) for m in HASH_MULTIPLIERS)
-    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
-    x = x * m1
-    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
-    x = x * m2
-    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
-
-
 def _tf_epoch_keys(n, seed, epoch, stream):
-    """`epoch_batches.epoch_keys` in TensorFlow ops (`epoch` a tensor)."""
+    """`epoch_batches.epoch_keys` in TensorFlow ops (`epoch` a tensor).
+
+    The hash is `keyed_dropout.hash_uint32` (`keras.ops`: TensorFlow ops on
+    this backend), the one `KeyedDropout` draws its masks with.
+    """
     key = tf.constant(0, tf.uint32)
     for part in (
         tf.constant(int(seed) % 2**32, tf.uint32),
         tf.cast(epoch % 2**32, tf.uint32),
         tf.constant(stream, tf.uint32),
     ):
-        key = _tf_hash_uint32(tf.bitwise.bitwise_xor(key, part))
+        key = hash_uint32(tf.bitwise.bitwise_xor(key, part))
     positions = tf.cast(tf.range(n), tf.uint32)
-    return _tf_hash_uint32(tf.bitwise.bitwise_xor(_tf_hash_uint32(positions), key))
+    return hash_uint32(tf.bitwise.bitwise_xor(hash_uint32(positions), key))
 
 
 def _scaled_batch(batch):

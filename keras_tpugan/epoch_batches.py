@@ -3,8 +3,7 @@
 import keras
 import numpy as np
 
-# The multipliers of `keyed_dropout.hash_uint32`, a well-mixed 32-bit hash.
-HASH_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
+from keras_tpugan.keyed_dropout import HASH_MULTIPLIERS
 
 
 def hash_uint32(x):
@@ -21,8 +20,9 @@ def hash_uint32(x):
 def epoch_keys(num_examples, seed, epoch, stream):
     """One uint32 per position: a hash of `(seed, epoch, stream, position)`.
 
-    `keras_tpugan.data` computes the same numbers with TensorFlow ops inside
-    its tf.data pipeline (integer arithmetic: exact on both).
+    `keras_tpugan.data` computes the same numbers inside its tf.data
+    pipeline with `keyed_dropout.hash_uint32` (integer arithmetic: exact on
+    both).
     """
     key = np.uint32(0)
     for part in (int(seed) % 2**32, int(epoch) % 2**32, stream):

@@ -7,8 +7,8 @@ from keras import layers, ops
 
 # The multipliers of a 32-bit integer finalizer (the "lowbias32" constants
 # found by C. Wellons' hash-prospector), whose output bits look independent.
-_M1 = 0x7FEB352D
-_M2 = 0x846CA68B
+# The multipliers of `hash_uint32` (also `epoch_batches.hash_uint32`'s).
+HASH_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
 
 
 def hash_uint32(x):
@@ -20,9 +20,9 @@ def hash_uint32(x):
     """
     x = ops.cast(x, "uint32")
     x = ops.bitwise_xor(x, ops.right_shift(x, 16))
-    x = ops.multiply(x, ops.cast(_M1, "uint32"))
+    x = ops.multiply(x, ops.cast(HASH_MULTIPLIERS[0], "uint32"))
     x = ops.bitwise_xor(x, ops.right_shift(x, 15))
-    x = ops.multiply(x, ops.cast(_M2, "uint32"))
+    x = ops.multiply(x, ops.cast(HASH_MULTIPLIERS[1], "uint32"))
     return ops.bitwise_xor(x, ops.right_shift(x, 16))
 
 
