@@ -422,6 +422,16 @@ def main(argv=None):
         the machine ran out of memory.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    status = _run(argv)
+    distribute = sys.modules.get("keras_tpugan.distribute")
+    if distribute is not None:
+        # A multi-process iterator still being deleted would abort the
+        # process when Python finalizes: it leaves with its status instead.
+        distribute.end_process(status)
+    return status
+
+
+def _run(argv):
     args = _parser().parse_args(argv)
     try:
         if args.command == "bench" and args.backend and len(args.backend) > 1:

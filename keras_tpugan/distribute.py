@@ -626,16 +626,70 @@ EXIT_WAIT_SECONDS = 10.0
 _DELETIONS = []
 
 
-@atexit.register
-def _finish_deletions():
+def finish_deletions(seconds=None):
+    """Deletes the multi-process iterators left and waits for the deletions.
+
+    A deletion still running when Python finalizes would abort the process
+    (its thread, inside TensorFlow with the GIL released, is ended by the
+    interpreter where it cannot unwind: "terminate called after throwing an
+    instance of ..."). The process therefore waits here for the deletions
+    before it ends: at exit (registered with `atexit`) and, with its exit
+    status, when `keras-tpugan` ends (`end_process`).
+
+    Args:
+        seconds: How long to wait, at most (default: `EXIT_WAIT_SECONDS`).
+            After a lost peer a deletion may never return.
+
+    Returns:
+        `True` when no deletion is still running.
+
+    Example:
+
+    ```python
+    ktg.distribute.finish_deletions(seconds=10.0)
+    ```
+    """
     with _ITERATORS_LOCK:
         left = list(_ITERATORS)
         _ITERATORS.clear()
     if left:
         _delete_aside(left)
-    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    seconds = EXIT_WAIT_SECONDS if seconds is None else seconds
+    deadline = time.monotonic() + seconds
     for thread in _DELETIONS:
         thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in _DELETIONS)
+
+
+def end_process(status):
+    """Ends the process with `status` if finalizing it would abort it.
+
+    When a multi-process iterator's deletion is still running after
+    `finish_deletions`' wait, the process leaves at once with `status`
+    (`os._exit`, after flushing its output) instead of finalizing into an
+    abort. Otherwise it returns and the process ends as usual.
+
+    Args:
+        status: The exit status to end with (an int).
+    """
+    if finish_deletions():
+        return
+    print(
+        f"keras-tpugan: an iterator's deletion did not end within "
+        f"{EXIT_WAIT_SECONDS:g} s (a peer gone?); exiting with status {status} "
+        "without finalizing",
+        file=sys.stderr,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+@atexit.register
+def _end_at_exit():
+    # Python's exit status is not known here: a deletion left running would
+    # abort the process (status 134) when it returns, so status 1 is no worse.
+    end_process(1)
 
 
 def _one_device(device, default):

@@ -1,5 +1,9 @@
+import os
 import re
+import subprocess
+import sys
 import threading
+import time
 import warnings
 
 import keras
@@ -157,6 +161,37 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     del kept
     distribute.release_unused_iterators().join(timeout=60)
     assert distribute._ITERATORS == []
+
+
+def test_a_deletion_left_running_ends_the_process_with_its_status():
+    """At exit a deletion still running would abort Python's finalization."""
+    script = """
+import sys, threading, time
+from keras_tpugan import distribute
+distribute.EXIT_WAIT_SECONDS = 0.2
+stuck = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+stuck.start()
+distribute._DELETIONS.append(stuck)
+print("before", flush=True)
+distribute.end_process(3)
+print("not reached")
+"""
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "KERAS_BACKEND": "jax"},  # the faster import
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "before\n"
+    assert "did not end within 0.2 s" in done.stderr
+    assert "exiting with status 3 without finalizing" in done.stderr
+    assert time.monotonic() - start < 30
+    # With nothing left to delete, it returns and the process ends as usual.
+    assert distribute.finish_deletions(seconds=0.0)
+    assert distribute.end_process(0) is None
 
 
 def test_attached_tpu_reads_device_files_and_tpu_variables(monkeypatch, tmp_path):
