@@ -113,8 +113,8 @@ def _labels(case):
 
 @pytest.mark.parametrize("case", sorted(PARITY_CASES))
 def test_same_weights_and_logs_on_1_2_4_replicas(case):
-    """Slow (15-150 s a case): each case trains a fresh GAN on 1, 2 and for two
-    cases 4 replicas, and each training traces (and with XLA compiles) its step."""
+    """Slow (15-110 s a case): each case trains a fresh GAN on 1, 2 and for one
+    case 4 replicas, and each training traces (and with XLA compiles) its step."""
     gan_kwargs = PARITY_CASES[case][0]
     ref_w, ref_logs, ref_gan = _reference(case)
     assert ref_gan.step_counter.numpy() == STEPS
