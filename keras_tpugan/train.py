@@ -7,10 +7,8 @@ import shutil
 import time
 
 import keras
-import numpy as np
 
-from keras_tpugan import callbacks, distribute, metrics
-from keras_tpugan import data as data_lib
+from keras_tpugan import callbacks, distribute
 from keras_tpugan.prepared_run import build_gan, prepare
 from keras_tpugan.tf_import import tensorflow
 
@@ -136,20 +134,34 @@ def train(
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
-    reference, unavailable = _quality_reference(config, info, processes)
+    unavailable = _quality_unavailable(config, info, processes)
     if unavailable and config.quality_every:
         logger.warning("quality figures: %s.", unavailable)
     elif config.quality_every:
-        scoring = [
-            callbacks.QualityMetrics(
-                every_n_epochs=config.quality_every,
-                num_images=config.quality_images,
-                seed=config.seed,
-                every_n_images=_quality_every_images(config, info),
-                global_batch_size=config.batch_size,
-                **reference,
+        quality = callbacks.QualityMetrics.for_data(
+            config.dataset,
+            source=config.source,
+            image_size=config.image_size,
+            channels=config.channels,
+            resize=config.resize,
+            every_n_epochs=config.quality_every,
+            num_images=config.quality_images,
+            seed=config.seed,
+            every_n_images=_quality_every_images(config, info),
+            global_batch_size=config.batch_size,
+        )
+        record = quality.classifier_record
+        if record is not None:
+            logger.warning(
+                "quality figures: FCD, classifier score and KID on a classifier "
+                "of the run's %d classes (test accuracy %.3f), against %d of its "
+                "images (floor: %d held-out ones).",
+                record["num_classes"],
+                record["test_accuracy"],
+                record["real_images"],
+                record["held_out_images"],
             )
-        ]
+        scoring = [quality]
     fit_started = time.perf_counter()
     history = gan.fit(
         run.dataset,
@@ -290,55 +302,25 @@ class _Snapshots(keras.callbacks.Callback):
         self._saved = epoch
 
 
-def _quality_reference(config, info, processes):
-    """What the run's quality figures are scored against.
-
-    Returns:
-        `(kwargs, unavailable)`: `QualityMetrics` arguments (empty for
-        MNIST: its own classifier and digits), or None and why the run
-        gets no figures.
-    """
+def _quality_unavailable(config, info, processes):
+    """Why the run gets no quality figures, or None when it gets them."""
     if not config.quality_every:
-        return None, "off (quality_every=0)"
+        return "off (quality_every=0)"
+    shipped = config.dataset == "mnist" and tuple(info["image_shape"]) == (28, 28, 1)
+    if shipped or (info["num_classes"] or 0) >= 2:
+        if processes > 1 and not shipped:
+            return (
+                "FCD, classifier score and KID on the run's own classifier are "
+                "not computed with several processes yet"
+            )
+        return None
     shape = "x".join(map(str, info["image_shape"]))
-    if config.dataset == "mnist":
-        return {}, None
-    if not info["num_classes"] or info["num_classes"] < 2:
-        return None, (
-            f"FCD, classifier score and KID unavailable for {info['name']!r} "
-            f"({shape} images, no labels): they need a classifier of the "
-            "data's classes, trained on its labels; FID needs the standard "
-            "Inception weights, which are not shipped"
-        )
-    if processes > 1:
-        return None, (
-            "FCD, classifier score and KID on the run's own classifier are "
-            "not computed with several processes yet"
-        )
-    images, labels, _ = data_lib.read_images(
-        config.dataset,
-        source=config.source,
-        image_size=config.image_size,
-        channels=config.channels,
-        resize=config.resize,
+    return (
+        f"FCD, classifier score and KID unavailable for {info['name']!r} "
+        f"({shape} images, no labels): they need a classifier of the "
+        "data's classes, trained on its labels; FID needs the standard "
+        "Inception weights, which are not shipped"
     )
-    model, record = metrics.data_classifier(images, labels, seed=config.seed)
-    test = metrics.held_out_indices(len(images), config.seed)
-    train_part = np.setdiff1d(np.arange(len(images)), test)[:10_000]
-    logger.warning(
-        "quality figures: FCD, classifier score and KID on a classifier of "
-        "the run's %d classes (test accuracy %.3f), against %d of its images "
-        "(floor: %d held-out ones).",
-        record["num_classes"],
-        record["test_accuracy"],
-        len(train_part),
-        len(test),
-    )
-    return {
-        "classifier": model,
-        "real_images": data_lib.to_unit(images[train_part]),
-        "held_out_images": data_lib.to_unit(images[test]),
-    }, None
 
 
 def _quality_every_images(config, info):

@@ -224,6 +224,36 @@ def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_d
         ktg.callbacks.QualityMetrics(features="inception")
 
 
+def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes():
+    """Slow (about 15-30 s): trains a metric classifier of two classes, then
+    fits and scores an RGB GAN with it."""
+    rng = np.random.default_rng(0)
+    labels = np.arange(40) % 2
+    images = rng.integers(0, 60, (40, 32, 32, 3)).astype("uint8")
+    images[labels == 1, ..., 0] += 180  # class 1 is red
+    quality = ktg.callbacks.QualityMetrics.for_data(
+        (images, labels), every_n_epochs=1, num_images=8
+    )
+    record = quality.classifier_record
+    assert record["num_classes"] == 2 and 0 <= record["test_accuracy"] <= 1
+    # A tenth held out for the floor, the rest to compare with.
+    assert (record["held_out_images"], record["real_images"]) == (4, 36)
+    assert quality.real_images.shape == (36, 32, 32, 3)
+    assert quality.real_images.min() >= -1 and quality.real_images.max() <= 1
+    gan, ds = _rgb_gan()
+    history = gan.fit(ds, epochs=1, verbose=0, callbacks=[quality])
+    assert np.isfinite(history.history["fcd"][0])
+    assert 1.0 <= history.history["classifier_score_real"][0] <= 2.0
+    # MNIST at 28x28x1: the shipped classifier and digits.
+    mnist = ktg.callbacks.QualityMetrics.for_data("mnist", num_images=8)
+    assert mnist.classifier_record is None and mnist.own_classifier is None
+    # No labels, or one class: no classifier to measure with.
+    with pytest.raises(ValueError, match="Expected labelled images.*no labels"):
+        ktg.callbacks.QualityMetrics.for_data(images)
+    with pytest.raises(ValueError, match="one class"):
+        ktg.callbacks.QualityMetrics.for_data((images, np.zeros(40, "int32")))
+
+
 # InceptionV3 on JAX's CPU takes a minute here; the plumbing is Keras code
 # shared by both backends.
 @pytest.mark.tensorflow_only

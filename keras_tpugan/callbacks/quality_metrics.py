@@ -3,8 +3,10 @@
 import time
 
 import keras
+import numpy as np
 
-from keras_tpugan import data, metrics
+from keras_tpugan import data as data_lib
+from keras_tpugan import metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
 
 NAMES = {
@@ -178,6 +180,94 @@ class QualityMetrics(GANCallback):
         self.inception_weights = inception_weights
         self.real_features = None
 
+    @classmethod
+    def for_data(
+        cls,
+        data="mnist",
+        source="auto",
+        image_size=None,
+        channels=None,
+        resize="crop",
+        image_key=None,
+        label_key=None,
+        data_dir=None,
+        seed=0,
+        **kwargs,
+    ):
+        """`QualityMetrics` for a dataset: MNIST's classifier, or one of its classes.
+
+        For MNIST at 28x28x1 it is the default `QualityMetrics` (the shipped
+        classifier and the offline digits). For any other labelled data
+        (a TFDS name, a folder with one subfolder per class, `(images,
+        labels)` arrays) it reads the images as `data.load_images` does,
+        trains `metrics.data_classifier` on their classes (cached: the runs
+        of one dataset share it) and scores against up to 10,000 of the
+        images, the floor against the tenth the classifier held out. The
+        classifier's record is in `classifier_record` (`None` for MNIST).
+
+        Args:
+            data, source, image_size, channels, resize, image_key, label_key,
+                data_dir: As for `data.load_images` (the same images the
+                GAN trains on).
+            seed: Seed of the classifier's split and training, and of the
+                generated images' latents.
+            **kwargs: The other arguments of `QualityMetrics`
+                (`every_n_epochs`, `num_images`, ...).
+
+        Returns:
+            A `QualityMetrics`.
+
+        Raises:
+            ValueError: The data has no labels (a flat folder, a TFDS
+                dataset without a label feature), or one class only: FCD,
+                the classifier score and KID need a classifier of its
+                classes.
+
+        Example:
+
+        ```python
+        quality = ktg.callbacks.QualityMetrics.for_data(
+            "cifar10", image_size=32, every_n_epochs=5, num_images=500
+        )
+        gan.fit(ds, epochs=30, callbacks=[quality])
+        ```
+        """
+        mnist_shape = image_size in (None, 28) and channels in (None, 1)
+        if isinstance(data, str) and data == "mnist" and mnist_shape:
+            quality = cls(seed=seed, **kwargs)
+            quality.classifier_record = None
+            return quality
+        images, labels, info = _read(
+            data, source, image_size, channels, resize, image_key, label_key, data_dir
+        )
+        if labels is None or len(np.unique(labels)) < 2:
+            shape = "x".join(map(str, images.shape[1:]))
+            raise ValueError(
+                "Expected labelled images of at least 2 classes, to train the "
+                "classifier FCD, the classifier score and KID are measured "
+                f"with. Received: {info['name']!r} ({shape} images, "
+                f"{'no labels' if labels is None else 'one class'}). Give a "
+                "folder one subfolder per class, or name the TFDS label feature "
+                "(label_key); FID needs the standard Inception weights, which "
+                "are not shipped."
+            )
+        model, record = metrics.data_classifier(images, labels, seed=seed)
+        test = metrics.held_out_indices(len(images), seed)
+        reference = np.setdiff1d(np.arange(len(images)), test)[:10_000]
+        quality = cls(
+            classifier=model,
+            real_images=data_lib.to_unit(images[reference]),
+            held_out_images=data_lib.to_unit(images[test]),
+            seed=seed,
+            **kwargs,
+        )
+        quality.classifier_record = {
+            **record,
+            "real_images": len(reference),
+            "held_out_images": len(test),
+        }
+        return quality
+
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         # Steps before this fit (a resumed run continues its schedule).
@@ -223,9 +313,9 @@ class QualityMetrics(GANCallback):
             )
             return
         if real is None:
-            real = data.to_unit(data.offline_mnist("train")[0])
+            real = data_lib.to_unit(data_lib.offline_mnist("train")[0])
         if held_out is None:
-            held_out = data.to_unit(data.offline_mnist("test")[0])
+            held_out = data_lib.to_unit(data_lib.offline_mnist("test")[0])
         self.real_features, _ = self._extract(real)
         held_features, held_probs = self._extract(held_out)
         self.floor = {
@@ -354,3 +444,16 @@ class _TrainingClock:
     def seconds(self):
         now = self._paused_at or time.perf_counter()
         return now - self._start - self._paused_total
+
+
+def _read(data_name, source, image_size, channels, resize, image_key, label_key, root):
+    return data_lib.read_images(
+        data_name,
+        source=source,
+        image_size=image_size,
+        channels=channels,
+        resize=resize,
+        image_key=image_key,
+        label_key=label_key,
+        data_dir=root,
+    )
