@@ -331,7 +331,8 @@ def search_batch_size(
         batch_sizes: Global batch sizes to try.
         learning_rates: Base learning rates to try (default: the config's).
         tuner: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.
-        objective: `"fcd"`, `"time_to_fcd"` or `"images_per_sec"`.
+        objective: `"fcd"`, `"time_to_fcd"`, `"steps_to_fcd"` or
+            `"images_per_sec"`.
         max_trials: Trials for the random and Bayesian tuners (default:
             every combination).
         strategy: A `tf.distribute.Strategy` (or, on JAX, a

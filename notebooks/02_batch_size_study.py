@@ -24,7 +24,7 @@
 BATCH_SIZES = [64, 128, 256, 512]  # @param {type:"raw"}
 EPOCHS = 30  # @param {type:"integer"}
 PRESET = "mnist-tpu"  # @param ["mnist-tpu", "demo", "smoke"]
-LR_SCALING = "none"  # @param ["none", "linear", "sqrt"]
+LR_SCALING = "none"  # @param ["none", "linear", "sqrt", "sqrt-adam"]
 OPTIMIZER = "adam"  # @param ["adam", "lars", "lamb"]
 OUT = "runs/batch_size_study"  # @param {type:"string"}
 OVERRIDES = []  # @param {type:"raw"}

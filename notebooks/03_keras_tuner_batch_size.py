@@ -21,9 +21,9 @@
 # %% tags=["parameters"]
 BATCH_SIZES = [64, 128, 256, 512]  # @param {type:"raw"}
 LEARNING_RATES = [1e-4, 2e-4]  # @param {type:"raw"}
-LR_SCALING = "linear"  # @param ["none", "linear", "sqrt"]
+LR_SCALING = "linear"  # @param ["none", "linear", "sqrt", "sqrt-adam"]
 TUNER = "grid"  # @param ["grid", "random", "bayesian", "hyperband"]
-OBJECTIVE = "fcd"  # @param ["fcd", "time_to_fcd", "images_per_sec"]
+OBJECTIVE = "fcd"  # @param ["fcd", "time_to_fcd", "steps_to_fcd", "images_per_sec"]
 IMAGE_BUDGET = 120000  # @param {type:"integer"}
 PRESET = "mnist-tpu"  # @param ["mnist-tpu", "demo", "smoke"]
 OUT = "runs/tune"  # @param {type:"string"}

@@ -3,6 +3,7 @@
 import glob
 import importlib.metadata
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,32 @@ def test_ipynb_is_generated_from_its_py_source(source):
     for cell in committed.cells:
         if cell.cell_type == "code":
             assert not cell.get("outputs"), "commit notebooks without outputs"
+
+
+def test_dropdowns_offer_every_choice_the_library_takes():
+    from keras_tpugan import config, large_batch, precision, tuning
+
+    choices = {
+        "LR_SCALING": set(large_batch.LR_SCALINGS),
+        "OPTIMIZER": set(large_batch.OPTIMIZERS),
+        "OBJECTIVE": set(tuning.OBJECTIVES),
+        "TUNER": set(tuning.TUNERS),
+        "PRECISION": set(precision.POLICIES),
+        "BACKEND": {"auto", "tensorflow", "jax"},
+    }
+    seen = set()
+    for source in SOURCES:
+        for line in open(source).read().splitlines():
+            name, _, rest = line.partition(" = ")
+            if "# @param [" not in rest:
+                continue
+            offered = set(json.loads(rest.split("# @param ", 1)[1]))
+            if name == "PRESET":  # a choice of presets, each one that exists
+                assert offered <= set(config.PRESETS), (source, name)
+            else:
+                assert offered == choices[name], (source, name)
+            seen.add(name)
+    assert seen == {*choices, "PRESET"}
 
 
 def _execute(name, overrides, tmp_path):
