@@ -1,6 +1,7 @@
 """`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
 
 import contextlib
+import inspect
 import re
 import warnings
 import weakref
@@ -660,6 +661,14 @@ class GAN(BackendGANStep, keras.Model):
         config = dict(config)
         for key in ("generator_optimizer", "discriminator_optimizer", "loss"):
             config[key] = keras.saving.deserialize_keras_object(config[key])
+        try:
+            inspect.signature(self.compile).bind(**config)
+        except TypeError:
+            # A subclass's `compile` with its own argument names (keras-io's
+            # `compile(d_optimizer, g_optimizer, loss_fn)`, passed on to
+            # this one): the saved settings are this method's.
+            GAN.compile(self, **config)
+            return
         self.compile(**config)
 
 

@@ -827,6 +827,43 @@ def test_a_subclass_that_overrides_metrics_is_refused_at_compile():
     assert len(history.history["d_loss"]) == 2
 
 
+@keras.saving.register_keras_serializable(package="tests")
+class OwnCompileNames(ktg.GAN):
+    """keras-io's `compile(d_optimizer, g_optimizer, loss_fn)`, passed on."""
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        self.named_by_the_user = True
+        super().compile(
+            discriminator_optimizer=d_optimizer,
+            generator_optimizer=g_optimizer,
+            loss=loss_fn,
+        )
+
+
+def test_a_subclass_compile_with_its_own_argument_names_saves_and_loads(tmp_path):
+    gan = OwnCompileNames(
+        ktg.models.dcgan_generator(latent_dim=LATENT, width=8),
+        ktg.models.dcgan_discriminator(width=8),
+        latent_dim=LATENT,
+    )
+    gan.compile(
+        d_optimizer=keras.optimizers.Adam(1e-3),
+        g_optimizer=keras.optimizers.Adam(2e-3),
+        loss_fn="hinge",
+    )
+    gan.fit(batches(random_images(16), 8), epochs=1, verbose=0)
+    gan.save(tmp_path / "gan.keras")
+    # Keras compiles a loaded model from its saved compile settings: the
+    # GAN's own, whatever the subclass's `compile` calls them.
+    loaded = keras.saving.load_model(tmp_path / "gan.keras", safe_mode=True)
+    assert type(loaded) is OwnCompileNames and loaded.compiled
+    assert type(loaded.adversarial_loss) is type(gan.adversarial_loss)
+    assert float(loaded.discriminator_optimizer.learning_rate) == pytest.approx(1e-3)
+    assert float(loaded.generator_optimizer.learning_rate) == pytest.approx(2e-3)
+    np.testing.assert_array_equal(loaded.generate(2, seed=0), gan.generate(2, seed=0))
+    loaded.fit(batches(random_images(16), 8), epochs=1, verbose=0)  # trains on
+
+
 def test_a_subclass_that_overrides_the_step_is_refused_with_the_hooks():
     class OwnStep(ktg.GAN):  # keras-io's pattern
         def train_step(self, *args):
