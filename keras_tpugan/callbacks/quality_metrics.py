@@ -237,8 +237,15 @@ class QualityMetrics(GANCallback):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
             return quality
-        images, labels, info = _read(
-            data, source, image_size, channels, resize, image_key, label_key, data_dir
+        images, labels, info = data_lib.read_images(
+            data,
+            source=source,
+            image_size=image_size,
+            channels=channels,
+            resize=resize,
+            image_key=image_key,
+            label_key=label_key,
+            data_dir=data_dir,
         )
         if labels is None or len(np.unique(labels)) < 2:
             shape = "x".join(map(str, images.shape[1:]))
@@ -444,16 +451,3 @@ class _TrainingClock:
     def seconds(self):
         now = self._paused_at or time.perf_counter()
         return now - self._start - self._paused_total
-
-
-def _read(data_name, source, image_size, channels, resize, image_key, label_key, root):
-    return data_lib.read_images(
-        data_name,
-        source=source,
-        image_size=image_size,
-        channels=channels,
-        resize=resize,
-        image_key=image_key,
-        label_key=label_key,
-        data_dir=root,
-    )
