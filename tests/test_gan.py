@@ -644,20 +644,21 @@ def test_flat_all_reduce_gives_the_weights_and_logs_of_one_device(case):
 
 
 def test_bfloat16_all_reduce_rounds_the_sum_over_replicas_only():
-    """Slow (about 20-40 s): two trainings in bfloat16, each tracing its step,
-    against the float32 runs of the `n_critic_2` parity case (shared)."""
-    gan_kwargs, compile_kwargs = PARITY_CASES["n_critic_2"]
+    """Slow (about 20-40 s): two trainings in bfloat16, each compiling its step
+    with XLA, against the float32 runs of the `wgan_gp_xla` parity case (shared)."""
+    case = "wgan_gp_xla"  # two critic steps, XLA on both backends
+    gan_kwargs, compile_kwargs = PARITY_CASES[case]
 
     def trained(replicas):
         kwargs = {**compile_kwargs, "all_reduce_dtype": "bfloat16"}
         return _train(replicas, gan_kwargs, kwargs)
 
-    one, _, one_gan = _replicated("n_critic_2", 1)
+    one, _, one_gan = _replicated(case, 1)
     assert one_gan.all_reduce_dtype == "float32"
     one_bf16, _, _ = trained(1)
     for a, b in zip(one, one_bf16, strict=True):
         np.testing.assert_array_equal(a, b)  # nothing crosses replicas
-    two, two_logs, _ = _replicated("n_critic_2", 2)
+    two, two_logs, _ = _replicated(case, 2)
     two_bf16, bf16_logs, gan = trained(2)
     assert gan.all_reduce_dtype == "bfloat16"
     assert gan.flat_all_reduce == (BACKEND == "jax")
