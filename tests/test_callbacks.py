@@ -225,7 +225,7 @@ def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_d
 
 
 def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes():
-    """Slow (about 15-30 s): trains a metric classifier of two classes, then
+    """Slow (about 15-45 s): trains a metric classifier of two classes, then
     fits and scores an RGB GAN with it."""
     rng = np.random.default_rng(0)
     labels = np.arange(40) % 2
