@@ -23,7 +23,6 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tpugan.epoch_batches import EpochBatches
 from keras_tpugan.tf_import import tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -535,7 +534,8 @@ def sharded_by_the_data(*datasets):
 
 
 def _process_rows(data):
-    return isinstance(data, EpochBatches) or getattr(data, "process_rows", False)
+    # `EpochBatches` (and its `repeated()`) and bench's batches say so.
+    return getattr(data, "process_rows", False)
 
 
 # The iterators of multi-process datasets, until nothing else holds them.

@@ -522,17 +522,19 @@ class GAN(BackendGANStep, keras.Model):
 
     def _check_fit_input(self, x, y, batch_size):
         replicas = distribute.num_replicas(self.strategy)
-        if underlying(x) is not None:  # an EpochBatches, or one repeated
-            global_batch = underlying(x).batch_size
+        first_batch = None
+        batches = underlying(x)  # an EpochBatches, or one repeated
+        if batches is not None:
+            global_batch = batches.batch_size
         elif isinstance(x, keras.utils.PyDataset):
-            if x.num_batches == 0:
+            first_batch = _first_batch(x)
+            if first_batch is None:
                 raise ValueError(
                     "Expected a dataset that yields batches; this "
                     f"{type(x).__name__} is empty (0 batches). Check its size "
                     "against the batch size."
                 )
-            first = keras.tree.flatten(x[0])[0]
-            global_batch = None if first is None else int(np.shape(first)[0])
+            global_batch = int(np.shape(keras.tree.flatten(first_batch)[0])[0])
         elif is_dataset(x):
             if int(x.cardinality()) == 0:
                 raise ValueError(
@@ -554,43 +556,30 @@ class GAN(BackendGANStep, keras.Model):
             global_batch = batch_size or 32
         if global_batch is not None:
             distribute.check_global_batch(global_batch, self.strategy)
-        self._check_first_batch(x, y)
+        self._check_first_batch(x, y, first_batch)
 
-    def _check_first_batch(self, x, y):
+    def _check_first_batch(self, x, y, first_batch=None):
         """Checks the data's conventions once, on its first batch only.
 
         Nothing is checked per step (an accelerator would pay for it);
         `load_images` data is not looked at (it is made to the conventions).
         Reading one batch of a dataset with `.cache()` upstream is safe:
         TensorFlow discards a partly filled cache rather than truncate it.
+        `first_batch` is the dataset's first batch when the caller has
+        already read it.
         """
-        if isinstance(x, keras.utils.PyDataset):
-            if (
-                data_lib.is_normalized(x)
-                or x in self._checked_datasets
-                or x.num_batches == 0  # empty: `fit` says so
-            ):
-                return
-            batch = x[0]
-            x_first, y_first, _ = keras.utils.unpack_x_y_sample_weight(
-                batch if isinstance(batch, tuple) else (batch,)
-            )
-            self._check_conventions(x_first, y_first)
-            self._checked_datasets.add(x)
-            return
-        if is_dataset(x):
-            if data_lib.is_normalized(x) or x in self._checked_datasets:
-                return
-            dataset = x
-            try:
-                batch = next(iter(x.take(1)))
-            except StopIteration:
-                return  # empty: `fit` says so
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        if not (isinstance(x, keras.utils.PyDataset) or is_dataset(x)):
             self._check_conventions(x, y)
-            self._checked_datasets.add(dataset)  # once per dataset, not per fit
             return
-        self._check_conventions(x, y)
+        if data_lib.is_normalized(x) or x in self._checked_datasets:
+            return
+        if first_batch is None:
+            first_batch = _first_batch(x)
+        if first_batch is None:
+            return  # empty: `fit` says so
+        images, labels, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
+        self._check_conventions(images, labels)
+        self._checked_datasets.add(x)  # once per dataset, not per fit
 
     def _check_generated_range(self):
         """Warns once when the generator's first batch has no negative pixel."""
@@ -676,6 +665,22 @@ def _own_metrics(gan):
     # The trackers, then (stateless) the directions of the quality scores,
     # so Keras's callbacks with mode="auto" know fcd is a "min".
     return list(gan.trackers) + directions.declarations(tuple(DIRECTIONS.items()))
+
+
+def _first_batch(data):
+    """The first batch of a `PyDataset` or `tf.data.Dataset`; None when empty.
+
+    A `PyDataset`'s batch that is not a tuple is the images alone.
+    """
+    if isinstance(data, keras.utils.PyDataset):
+        if data.num_batches == 0:
+            return None
+        batch = data[0]
+        return batch if isinstance(batch, tuple) else (batch,)
+    try:
+        return next(iter(data.take(1)))
+    except StopIteration:
+        return None
 
 
 def _empty_dataset_error():
