@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from backend_worker import BATCH, CASES, LATENT, STEPS  # noqa: E402
 
 # float32 on one CPU; the backends' convolutions differ in summation order
-# (oneDNN vs XLA), which is all the difference there should be.
+# (Eigen vs XLA), which is all the difference there should be.
 ATOL = 1e-5
 
 
