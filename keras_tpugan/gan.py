@@ -889,7 +889,11 @@ def _check_networks(generator, discriminator, latent_dim, num_classes):
                 + (
                     "Set num_classes for a conditional model."
                     if expected == 1
-                    else "Build it with num_classes (models.dcgan_*)."
+                    else "A conditional network takes the labels, int class ids "
+                    "of shape (batch,), as its second input: build it with "
+                    "num_classes (models.dcgan_*), or wrap a network that "
+                    "takes one-hot labels in its input as docs/migrating.md "
+                    "shows."
                 )
             )
     if g_inputs is not None and g_inputs[0].shape[-1] != latent_dim:
