@@ -1,7 +1,11 @@
 # ---
 # jupyter:
+#   accelerator: TPU
+#   colab:
+#     provenance: []
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: accelerator,colab
 #   kernelspec:
 #     display_name: Python 3
 #     name: python3

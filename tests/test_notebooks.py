@@ -11,6 +11,7 @@ import types
 
 import jupytext
 import nbformat
+import numpy as np
 import pytest
 from nbclient import NotebookClient
 
@@ -245,3 +246,82 @@ def test_the_auto_backend_is_jax_on_a_tpu_without_tensorflow_tpu_support(
     assert _run_setup_cell(name, monkeypatch, colab=True)[1] == "tensorflow"
     # A backend named is kept.
     assert _run_setup_cell(name, monkeypatch, colab=True, backend="jax")[1] == "jax"
+
+
+def _photos(folder, n=16):
+    """Non-square RGB photos, as a user's folder holds them."""
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"photo_{i:02d}.jpg")
+    return folder
+
+
+def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_path):
+    """Slow (about 60-80 s): two new kernels, each importing TensorFlow and
+    training; the first stops on its time budget after epoch 1 of 2, the
+    second continues the same run folder to the end."""
+    photos = _photos(tmp_path / "photos")
+    out = tmp_path / "own"
+    overrides = (
+        f"DATA = {str(photos)!r}\nIMAGE_SIZE = 32\nCHANNELS = 3\nEPOCHS = 2\n"
+        f"BATCH_SIZE = 8\nWIDTH = 8\nQUALITY_EVERY = 0\nOUT = {str(out)!r}\n"
+    )
+    first = _text(
+        _execute(
+            "04_your_own_images.ipynb",
+            overrides + "TIME_BUDGET_MINUTES = 1e-6",
+            tmp_path,
+        )
+    )
+    assert "a new run in" in first and "'num_examples': 16" in first
+    assert "'image_shape': [32, 32, 3]" in first
+    assert (out / "real_images.png").exists() and (out / "backup").is_dir()
+    assert (out / "samples/epoch_0001.png").exists()
+    assert not (out / "samples/epoch_0002.png").exists()
+    second = _text(_execute("04_your_own_images.ipynb", overrides, tmp_path))
+    assert "continuing the run in" in second and "'resumed_at_epoch': 1" in second
+    assert (out / "samples/epoch_0002.png").exists()
+    assert (out / "loss_curves.png").exists() and not (out / "backup").exists()
+    assert list((out / "snapshots").glob("gan_epoch_0002.keras"))
+
+
+def test_own_images_notebook_mounts_drive_and_trains_on_an_uploaded_zip(
+    tmp_path, monkeypatch
+):
+    """Its Colab cell, with google.colab's drive and files mocked."""
+    import shutil
+
+    notebook = nbformat.read(os.path.join(HERE, "04_your_own_images.ipynb"), 4)
+    (cell,) = [c for c in notebook.cells if "colab-data" in c.metadata.get("tags", [])]
+    archive = shutil.make_archive(
+        str(tmp_path / "photos"), "zip", _photos(tmp_path / "mine")
+    )
+    mounted = []
+    colab = types.ModuleType("google.colab")
+    colab.drive = types.SimpleNamespace(mount=mounted.append)
+    colab.files = types.SimpleNamespace(
+        upload=lambda: {os.path.basename(archive): b"..."}
+    )
+    monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.chdir(tmp_path)
+    scope = {"sys": sys, "DATA": "cifar10", "MOUNT_DRIVE": True, "UPLOAD_ZIP": True}
+    exec(cell.source, scope)
+    assert mounted == ["/content/drive"] and scope["DATA"] == "uploaded"
+    assert len(list((tmp_path / "uploaded").glob("*.jpg"))) == 16
+    # Outside Colab: neither, and DATA as set.
+    monkeypatch.delitem(sys.modules, "google.colab")
+    scope = {"sys": sys, "DATA": "cifar10", "MOUNT_DRIVE": True, "UPLOAD_ZIP": True}
+    exec(cell.source, scope)
+    assert scope["DATA"] == "cifar10" and mounted == ["/content/drive"]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=os.path.basename)
+def test_each_notebook_asks_colab_for_an_accelerator(source):
+    metadata = nbformat.read(source.replace(".py", ".ipynb"), 4).metadata
+    assert metadata["accelerator"] in ("TPU", "GPU")
+    assert "colab" in metadata
