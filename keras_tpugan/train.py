@@ -42,9 +42,12 @@ def train(
     when there is one) and `summary.json` (data source, processes, replicas
     over all processes, precision, XLA, batch, images/s, wall time, final
     losses and quality metrics); in a multi-process run only the chief
-    writes them, and every process returns the summary. For
-    28x28x1 data it scores FCD, classifier score and KID every
-    `quality_every` epochs; a `DivergenceGuard` stops a diverging run.
+    writes them, and every process returns the summary. It scores
+    FCD, classifier score and KID every `quality_every` epochs (MNIST
+    against the shipped digit classifier, other labelled data against a
+    classifier of its own classes: `QualityMetrics.for_data`; the summary's
+    `quality_unavailable` says why when it cannot); a `DivergenceGuard`
+    stops a diverging run.
 
     A run can be killed at any point and continued: after every epoch
     `keras.callbacks.BackupAndRestore` saves the whole GAN (both networks,
