@@ -560,6 +560,7 @@ def _deleting_iterators_aside(distributed):
     # The strategy builds the dataset's object, so its class is extended in
     # place (Keras recognizes a distributed dataset by its TensorFlow class).
     distributed.__class__ = _class_deleting_iterators_aside(type(distributed))
+    _EXIT_BARRIERS["needed"] = True
     return distributed
 
 
@@ -658,7 +659,40 @@ def finish_deletions(seconds=None):
     deadline = time.monotonic() + seconds
     for thread in _DELETIONS:
         thread.join(max(0.0, deadline - time.monotonic()))
+    if _EXIT_BARRIERS["needed"]:
+        _wait_for_peers(seconds)
+        for thread in _DELETIONS:
+            thread.join(max(0.0, deadline - time.monotonic()))
     return not any(thread.is_alive() for thread in _DELETIONS)
+
+
+# Whether this process has multi-process iterators, and the exit barriers
+# it has passed (every process passes the same ones, in the same order).
+_EXIT_BARRIERS = {"needed": False, "count": 0}
+
+
+def _wait_for_peers(seconds):
+    """Waits, at most `seconds`, until every process is here too.
+
+    A process should not leave while a peer still deletes: seen with two
+    CPU processes, one deleted its last four iterators in 3 s and exited
+    while the other's deletion was still running 10 s later. (A deletion
+    can outlast the wait even so; `end_process` then leaves without
+    finalizing.)
+    TensorFlow's coordination service, which `MultiWorkerMirroredStrategy`
+    starts, has the barrier; its only Python entry is the eager context's
+    (`tf.distribute` exposes none). A lost peer fails the barrier, or it
+    times out: either way the process goes on ending.
+    """
+    from tensorflow.python.eager import context
+
+    _EXIT_BARRIERS["count"] += 1
+    try:
+        context.context().wait_at_barrier(
+            f"keras_tpugan_exit_{_EXIT_BARRIERS['count']}", int(seconds * 1000)
+        )
+    except Exception as e:  # a lost peer, a time-out: the exit goes on
+        logger.info("exit barrier not passed: %s", e)
 
 
 def end_process(status):
@@ -668,6 +702,10 @@ def end_process(status):
     `finish_deletions`' wait, the process leaves at once with `status`
     (`os._exit`, after flushing its output) instead of finalizing into an
     abort. Otherwise it returns and the process ends as usual.
+
+    At exit it runs by itself (`atexit`), with status 1 after an uncaught
+    exception and 0 otherwise: a script of several processes that ends
+    with `sys.exit(n)` calls `end_process(n)` first to keep its status.
 
     Args:
         status: The exit status to end with (an int).
@@ -687,9 +725,12 @@ def end_process(status):
 
 @atexit.register
 def _end_at_exit():
-    # Python's exit status is not known here: a deletion left running would
-    # abort the process (status 134) when it returns, so status 1 is no worse.
-    end_process(1)
+    # Python does not tell an exit handler its exit status. An uncaught
+    # exception has been printed (and left in sys.last_value): status 1, as
+    # Python's own. Otherwise the script ended (status 0), or called
+    # sys.exit(n), which keras-tpugan's own commands pass on through
+    # end_process themselves.
+    end_process(1 if getattr(sys, "last_value", None) is not None else 0)
 
 
 def _one_device(device, default):

@@ -194,6 +194,35 @@ print("not reached")
     assert distribute.end_process(0) is None
 
 
+@pytest.mark.parametrize(
+    "ending, status", [("pass", 0), ("raise ValueError('lost')", 1)]
+)
+def test_at_exit_a_deletion_left_running_keeps_pythons_status(ending, status):
+    """A script that ends (or dies) with a deletion still running: 0 when it
+    ended, 1 after an uncaught exception, as Python's own status."""
+    script = f"""
+import threading, time
+from keras_tpugan import distribute
+distribute.EXIT_WAIT_SECONDS = 0.2
+stuck = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+stuck.start()
+distribute._DELETIONS.append(stuck)
+{ending}
+"""
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "KERAS_BACKEND": "jax"},  # the faster import
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == status, done.stderr
+    assert f"exiting with status {status} without finalizing" in done.stderr
+    assert ("ValueError: lost" in done.stderr) == (status == 1)
+    assert time.monotonic() - start < 30
+
+
 def test_attached_tpu_reads_device_files_and_tpu_variables(monkeypatch, tmp_path):
     for name in distribute._TPU_VARIABLES:
         monkeypatch.delenv(name, raising=False)
