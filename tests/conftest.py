@@ -111,8 +111,8 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-@pytest.fixture
-def one_device_per_process(monkeypatch):
+def one_device_per_process_env(monkeypatch):
+    """Sets `monkeypatch`'s environment for launched processes of one device."""
     # The suite splits the CPU into four devices; each process gets one
     # (and the suite's XLA flags, without the split).
     # (This process's JAX reads the flag once, when it first starts: start
@@ -123,6 +123,11 @@ def one_device_per_process(monkeypatch):
         jax.devices()
     monkeypatch.setenv("XLA_FLAGS", TEST_XLA_FLAGS)
     monkeypatch.delenv("TF_CONFIG", raising=False)
+
+
+@pytest.fixture
+def one_device_per_process(monkeypatch):
+    one_device_per_process_env(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -117,11 +117,15 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "linear",
         "--target-fcd",
         "100000",
-        # Plumbing, not quality: the smallest networks.
+        # Plumbing, not quality: the smallest networks, and no validation
+        # pass after each epoch (the sweep's table has no validation column;
+        # test_train_smoke_writes_the_run_directory checks train's).
         "--set",
         "width=8",
         "--set",
         "latent_dim=8",
+        "--set",
+        "validation_split=none",
         "--out",
         str(out),
     ]

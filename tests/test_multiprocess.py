@@ -13,6 +13,7 @@ import time
 import keras
 import numpy as np
 import pytest
+from conftest import one_device_per_process_env
 
 import keras_tpugan as ktg
 from keras_tpugan import launcher
@@ -110,79 +111,69 @@ def test_each_example_is_read_by_exactly_one_process(tmp_path, one_device_per_pr
     assert orders[0] != orders[1]  # the order is keyed on the epoch
 
 
-PARITY = [
-    "--preset",
-    "smoke",
-    "--set",
-    "quality_every=0",
-    "--set",
-    "batch_size=256",
-    "--set",
-    "discriminator_steps=2",
-    "--set",
-    "gradient_penalty=wgan-gp",
-    "--set",
-    "conditional=true",
-    "--set",
-    "jit_compile=true",  # "auto" turns XLA off on two TensorFlow CPU processes
-    # Adam divides each weight's step by that weight's own gradient scale: on
-    # the few weights whose gradient is about zero it turns the rounding of
-    # the sum over processes into steps. With Adam on TensorFlow, 17 of the
-    # 25,088 weights of the generator's first layer ended up to 2.1e-5 apart
-    # on one host (with or without XLA) and within 1e-5 on another (README,
-    # "Parity"). LARS scales each layer's step by the layer's gradient norm,
-    # and the rounding stays rounding.
-    "--set",
-    "optimizer=lars",
-    # Plumbing, not quality: the smallest networks.
-    "--set",
-    "width=8",
-    "--set",
-    "latent_dim=8",
-]
+WORKER = os.path.join(os.path.dirname(__file__), "multiprocess_worker.py")
 
 
-def test_two_processes_train_like_one(tmp_path, one_device_per_process):
-    """Slow (about 50-70 s): two launches (one process, then two), each importing
-    the backend and compiling its step."""
-    one, two = tmp_path / "one", tmp_path / "two"
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """One uninterrupted two-process run of the worker, shared by the parity
+    test (against one process) and the worker-loss test (against a killed
+    and restarted run): (its folder, its output lines)."""
+    out = tmp_path_factory.mktemp("two_processes") / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        one_device_per_process_env(monkeypatch)
+        status, lines = _launch([WORKER, str(out)])
+    assert status == 0, "\n".join(lines[-40:])
+    return out, lines
+
+
+def _summary(out):
+    return json.loads((out / "summary.json").read_text())
+
+
+def _same_generators(a, b):
+    generators = [keras.saving.load_model(o / "generator.keras") for o in (a, b)]
+    for x, y in zip(generators[0].weights, generators[1].weights, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5)
+
+
+def test_two_processes_train_like_one(
+    tmp_path, one_device_per_process, two_process_run
+):
+    """Slow (about 50-70 s): two launches (one process, then two, the second
+    shared with the worker-loss test), each importing the backend and
+    compiling its step."""
+    one = tmp_path / "one"
+    two, lines = two_process_run
     # One process of a one-process cluster, so that both runs take the same
     # multi-process code path (on TensorFlow: XLA over the gradients alone,
     # not over the whole update) and differ by the process count only.
-    status, lines = _launch(["train", *PARITY, "--out", str(one)], processes=1)
-    assert status == 0, "\n".join(lines[-40:])
-    status, lines = _launch(["train", *PARITY, "--out", str(two)])
-    assert status == 0, "\n".join(lines[-40:])
+    status, one_lines = _launch([WORKER, str(one)], processes=1)
+    assert status == 0, "\n".join(one_lines[-40:])
     ranks = {line.split("]", 1)[0] for line in lines if line.startswith("[rank")}
     assert ranks == {"[rank 0", "[rank 1"}
-    summaries = [json.loads((out / "summary.json").read_text()) for out in (one, two)]
+    summaries = [_summary(out) for out in (one, two)]
     assert [s["processes"] for s in summaries] == [1, 2]
     assert [s["replicas"] for s in summaries] == [1, 2]
-    assert summaries[1]["batch_size"] == 256
+    assert summaries[1]["batch_size"] == 256 and summaries[1]["epochs"] == 2
     assert summaries[0]["xla"] and summaries[1]["xla"]
     # On JAX two CPU processes sum each update's gradients as one buffer.
     assert [s["flat_all_reduce"] for s in summaries] == [False, BACKEND == "jax"]
     # Every logged loss and discriminator output, and the validation's.
+    assert "val_d_loss" in summaries[0]["final"]
     for key, value in summaries[0]["final"].items():
         if key not in ("images_per_sec", "step_time_ms"):
             np.testing.assert_allclose(summaries[1]["final"][key], value, atol=1e-5)
-    generators = [keras.saving.load_model(o / "generator.keras") for o in (one, two)]
-    for a, b in zip(generators[0].weights, generators[1].weights, strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
-
-
-WORKER = os.path.join(os.path.dirname(__file__), "multiprocess_worker.py")
+    _same_generators(one, two)
 
 
 def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
-    tmp_path, one_device_per_process
+    tmp_path, one_device_per_process, two_process_run
 ):
-    """Slow (about 60-90 s): three launches of two processes, and the survivor
-    waits out the heartbeat time-out (10 s, multiprocess_worker.py) before it
-    names the lost peer."""
-    # Uninterrupted, for reference.
-    status, lines = _launch([WORKER, str(tmp_path / "ref")])
-    assert status == 0, "\n".join(lines[-30:])
+    """Slow (about 60-90 s): two launches of two processes (the uninterrupted
+    reference is the parity test's), and the survivor waits out the heartbeat
+    time-out (10 s, multiprocess_worker.py) before it names the lost peer."""
+    reference, _ = two_process_run
     # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1). Rank 0
     # must stop by itself, naming the lost process, well inside the grace
     # period after which the launcher would kill it.
@@ -211,19 +202,12 @@ def test_a_killed_process_stops_the_others_and_a_restart_resumes_exactly(
     for rank in (0, 1):
         epochs = [line for line in lines if line.startswith(f"[rank {rank}] epoch")]
         assert epochs == [f"[rank {rank}] epoch 1"]
-    summaries = [
-        json.loads((tmp_path / d / "summary.json").read_text()) for d in ("ref", "run")
-    ]
+    summaries = [_summary(out) for out in (reference, tmp_path / "run")]
     for key in ("d_loss", "g_loss", "d_real", "d_fake"):
         np.testing.assert_allclose(
             summaries[1]["final"][key], summaries[0]["final"][key], atol=1e-5
         )
-    generators = [
-        keras.saving.load_model(tmp_path / d / "generator.keras")
-        for d in ("ref", "run")
-    ]
-    for a, b in zip(generators[0].weights, generators[1].weights, strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    _same_generators(reference, tmp_path / "run")
 
 
 def _free_address():
