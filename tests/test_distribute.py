@@ -163,6 +163,16 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     assert distribute._ITERATORS == []
 
 
+def _run_python(script):
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "KERAS_BACKEND": "jax"},  # the faster import
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_deletion_left_running_ends_the_process_with_its_status():
     """At exit a deletion still running would abort Python's finalization."""
     script = """
@@ -177,13 +187,7 @@ distribute.end_process(3)
 print("not reached")
 """
     start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "KERAS_BACKEND": "jax"},  # the faster import
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _run_python(script)
     assert done.returncode == 3, done.stderr
     assert done.stdout == "before\n"
     assert "did not end within 0.2 s" in done.stderr
@@ -210,13 +214,7 @@ distribute._DELETIONS.append(stuck)
 {ending}
 """
     start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "KERAS_BACKEND": "jax"},  # the faster import
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _run_python(script)
     assert done.returncode == status, done.stderr
     assert f"exiting with status {status} without finalizing" in done.stderr
     assert ("ValueError: lost" in done.stderr) == (status == 1)
