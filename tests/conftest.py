@@ -26,12 +26,12 @@ os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get("KERAS_TPUGAN_TEST_CACHE") or 
 )
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow's CPU kernels without oneDNN, here and in every process a test
-# starts. A oneDNN kernel splits its work over the intra-op threads only when
-# the thread that runs it is not one of them, so which thread the executor
-# picks changes its summation order: two identical runs on a busy machine can
-# differ by about 1e-6, and the resume and parity tests compare runs to 1e-6.
-# Eigen's kernels sum in one order for a given thread pool. (On this suite's
-# tiny networks they are also faster: three test files, 121 s -> 87 s.)
+# starts. TensorFlow's oneDNN thread pool splits a kernel over its threads
+# only when the calling thread is not one of them, so a kernel's summation
+# order can depend on which thread the executor picks; Eigen's kernels sum
+# in one order for a given thread pool, and the suite compares runs to
+# 1e-6. On its tiny networks they are also faster (three test files:
+# 121 s -> 87 s).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # XLA's CPU code generation at its lowest optimization level, in this
 # process and in every process a test starts: on the suite's tiny networks

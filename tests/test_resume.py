@@ -1,5 +1,9 @@
 """Exact resume with keras.callbacks.BackupAndRestore."""
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -80,8 +84,40 @@ def _state(gan):
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
-    """Slow on JAX (about 15-35 s a recipe): three fits of four epochs, each
-    compiling its step."""
+    """Slow (about 15-35 s a recipe): three fits of four epochs, each
+    compiling its step.
+
+    On TensorFlow the three fits run in a process of their own: in the
+    suite's TensorFlow process, after the tests before it, the resumed
+    WGAN-GP run ended up to 1.9e-6 from the uninterrupted one (2 full runs
+    of 5; cause not found: alone, and with 100 layers built before it, the
+    two are bitwise equal).
+    """
+    if BACKEND == "tensorflow":
+        _check_in_own_process(tmp_path, recipe)
+    else:
+        check_resume(tmp_path, recipe)
+
+
+def _check_in_own_process(tmp_path, recipe):
+    tests = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        f"import sys, pathlib; sys.path.insert(0, {tests!r}); "
+        "import test_resume; "
+        f"test_resume.check_resume(pathlib.Path({str(tmp_path)!r}), {recipe!r}); "
+        "print('RESUME CHECKED')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "RESUME CHECKED" in done.stdout, (
+        done.stdout[-3000:] + done.stderr[-6000:]
+    )
+
+
+def check_resume(tmp_path, recipe):
+    """Kills a run after epoch 2, resumes it, and compares with one that was
+    never interrupted: every weight and optimizer state to 1e-6."""
     reference, ref_history = _run(tmp_path / "a", recipe=recipe)
     with pytest.raises(RuntimeError, match="killed"):
         _run(tmp_path / "b", crash_after=2, recipe=recipe)
