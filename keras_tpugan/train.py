@@ -309,7 +309,9 @@ def _quality_unavailable(config, info, processes):
     """Why the run gets no quality figures, or None when it gets them."""
     if not config.quality_every:
         return "off (quality_every=0)"
-    shipped = config.dataset == "mnist" and tuple(info["image_shape"]) == (28, 28, 1)
+    shipped = callbacks.QualityMetrics.uses_mnist_classifier(
+        config.dataset, config.image_size, config.channels
+    )
     if shipped or (info["num_classes"] or 0) >= 2:
         if processes > 1 and not shipped:
             return (

@@ -371,3 +371,10 @@ def test_quality_metrics_on_a_schedule_in_images_seen(classifier_dir):
     assert quality.first_reaching(-1.0) is None
     with pytest.raises(ValueError, match="global_batch_size"):
         ktg.callbacks.QualityMetrics(every_n_images=100)
+
+
+def test_the_shipped_mnist_classifier_serves_mnist_at_its_own_size_only():
+    uses = ktg.callbacks.QualityMetrics.uses_mnist_classifier
+    assert uses("mnist") and uses("mnist", 28, 1) and uses("mnist", (28, 28))
+    assert not uses("mnist", 32) and not uses("mnist", channels=3)
+    assert not uses("cifar10") and not uses(("mnist",))

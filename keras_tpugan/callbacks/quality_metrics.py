@@ -232,8 +232,7 @@ class QualityMetrics(GANCallback):
         gan.fit(ds, epochs=30, callbacks=[quality])
         ```
         """
-        mnist_shape = image_size in (None, 28) and channels in (None, 1)
-        if isinstance(data, str) and data == "mnist" and mnist_shape:
+        if cls.uses_mnist_classifier(data, image_size, channels):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
             return quality
@@ -274,6 +273,26 @@ class QualityMetrics(GANCallback):
             "held_out_images": len(test),
         }
         return quality
+
+    @staticmethod
+    def uses_mnist_classifier(data, image_size=None, channels=None):
+        """Whether `for_data` scores this data with the shipped MNIST classifier.
+
+        Args:
+            data, image_size, channels: As for `for_data`.
+
+        Returns:
+            True for MNIST read at 28x28x1 (its own size and channels).
+        """
+        if isinstance(image_size, int):
+            image_size = (image_size, image_size)
+        size = None if image_size is None else tuple(image_size)
+        return (
+            isinstance(data, str)
+            and data == "mnist"
+            and size in (None, (28, 28))
+            and channels in (None, 1)
+        )
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
