@@ -661,8 +661,6 @@ def finish_deletions(seconds=None):
         thread.join(max(0.0, deadline - time.monotonic()))
     if _EXIT_BARRIERS["needed"]:
         _wait_for_peers(seconds)
-        for thread in _DELETIONS:
-            thread.join(max(0.0, deadline - time.monotonic()))
     return not any(thread.is_alive() for thread in _DELETIONS)
 
 
