@@ -163,6 +163,18 @@ def tiny_gan(
     return gan
 
 
+def photo_folder(folder, count, shape=(40, 30, 3), suffix=".jpg", seed=0):
+    """A flat folder of `count` random uint8 photos of `shape`, as a user's."""
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        pixels = rng.integers(0, 256, shape, dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"photo_{i:03d}{suffix}")
+    return folder
+
+
 def tiny_quality(classifier_dir, **kwargs):
     """QualityMetrics on 50 generated images against random 'real' ones."""
     return ktg.callbacks.QualityMetrics(

@@ -14,7 +14,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from PIL import Image
+from conftest import photo_folder
 
 import keras_tpugan as ktg
 
@@ -96,12 +96,7 @@ def test_the_keras_io_dcgan_port_names_its_two_changes_and_trains(
     scope = _run(networks, {})
     _small(scope, ("make_generator", "make_discriminator"))
     # A folder of non-square photos, as the guide reads it.
-    folder = tmp_path / "celeba_photos"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(8):
-        pixels = rng.integers(0, 256, (80, 66, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(folder / f"{i:03d}.jpg")
+    photo_folder(tmp_path / "celeba_photos", 8, shape=(80, 66, 3))
     monkeypatch.chdir(tmp_path)
     _run(training, scope)
     _check_trained(scope, (64, 64, 3))

@@ -11,8 +11,8 @@ import types
 
 import jupytext
 import nbformat
-import numpy as np
 import pytest
+from conftest import photo_folder
 from nbclient import NotebookClient
 
 import keras_tpugan as ktg
@@ -248,23 +248,11 @@ def test_the_auto_backend_is_jax_on_a_tpu_without_tensorflow_tpu_support(
     assert _run_setup_cell(name, monkeypatch, colab=True, backend="jax")[1] == "jax"
 
 
-def _photos(folder, n=16):
-    """Non-square RGB photos, as a user's folder holds them."""
-    from PIL import Image
-
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for i in range(n):
-        pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(folder / f"photo_{i:02d}.jpg")
-    return folder
-
-
 def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_path):
     """Slow (about 60-80 s): two new kernels, each importing TensorFlow and
     training; the first stops on its time budget after epoch 1 of 2, the
     second continues the same run folder to the end."""
-    photos = _photos(tmp_path / "photos")
+    photos = photo_folder(tmp_path / "photos", 16)
     out = tmp_path / "own"
     overrides = (
         f"DATA = {str(photos)!r}\nIMAGE_SIZE = 32\nCHANNELS = 3\nEPOCHS = 2\n"
@@ -298,7 +286,7 @@ def test_own_images_notebook_mounts_drive_and_trains_on_an_uploaded_zip(
     notebook = nbformat.read(os.path.join(HERE, "04_your_own_images.ipynb"), 4)
     (cell,) = [c for c in notebook.cells if "colab-data" in c.metadata.get("tags", [])]
     archive = shutil.make_archive(
-        str(tmp_path / "photos"), "zip", _photos(tmp_path / "mine")
+        str(tmp_path / "photos"), "zip", photo_folder(tmp_path / "mine", 16)
     )
     mounted = []
     colab = types.ModuleType("google.colab")
