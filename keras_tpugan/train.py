@@ -42,12 +42,12 @@ def train(
     when there is one) and `summary.json` (data source, processes, replicas
     over all processes, precision, XLA, batch, images/s, wall time, final
     losses and quality metrics); in a multi-process run only the chief
-    writes them, and every process returns the summary. It scores
-    FCD, classifier score and KID every `quality_every` epochs (MNIST
-    against the shipped digit classifier, other labelled data against a
-    classifier of its own classes: `QualityMetrics.for_data`; the summary's
-    `quality_unavailable` says why when it cannot); a `DivergenceGuard`
-    stops a diverging run.
+    writes them, and every process returns the summary. It scores FCD,
+    classifier score, KID, precision and recall every `quality_every`
+    epochs (MNIST against the shipped digit classifier, other labelled data
+    against a classifier of its own classes: `QualityMetrics.for_data`; the
+    summary's `quality_unavailable` says why when it cannot); a
+    `DivergenceGuard` stops a diverging run.
 
     A run can be killed at any point and continued: after every epoch
     `keras.callbacks.BackupAndRestore` saves the whole GAN (both networks,
@@ -156,9 +156,10 @@ def train(
         record = quality.classifier_record
         if record is not None:
             logger.warning(
-                "quality figures: FCD, classifier score and KID on a classifier "
-                "of the run's %d classes (test accuracy %.3f), against %d of its "
-                "images (floor: %d held-out ones).",
+                "quality figures: FCD, classifier score, KID, precision and "
+                "recall on a classifier of the run's %d classes (test "
+                "accuracy %.3f), against %d of its images (floor: %d held-out "
+                "ones).",
                 record["num_classes"],
                 record["test_accuracy"],
                 record["real_images"],
@@ -315,14 +316,14 @@ def _quality_unavailable(config, info, processes):
     if shipped or (info["num_classes"] or 0) >= 2:
         if processes > 1 and not shipped:
             return (
-                "FCD, classifier score and KID on the run's own classifier are "
-                "not computed with several processes yet"
+                "FCD, classifier score, KID, precision and recall on the run's "
+                "own classifier are not computed with several processes yet"
             )
         return None
     shape = "x".join(map(str, info["image_shape"]))
     return (
-        f"FCD, classifier score and KID unavailable for {info['name']!r} "
-        f"({shape} images, no labels): they need a classifier of the "
+        "FCD, classifier score, KID, precision and recall unavailable for "
+        f"{info['name']!r} ({shape} images, no labels): they need a classifier of the "
         "data's classes, trained on its labels; FID needs the standard "
         "Inception weights, which are not shipped"
     )

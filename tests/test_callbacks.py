@@ -141,6 +141,8 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
         "fcd",
         "classifier_score",
         "kid",
+        "precision",
+        "recall",
         "fcd_real_floor",
         "classifier_score_real",
         "g_learning_rate",
@@ -150,6 +152,8 @@ def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier
     assert np.isfinite(fcd).all() and fcd[-1] > history.history["fcd_real_floor"][-1]
     assert 1.0 <= history.history["classifier_score"][-1] <= 10.0
     assert history.history["classifier_score_real"][-1] > 9.0
+    for name in ("precision", "recall"):
+        assert all(0.0 <= value <= 1.0 for value in history.history[name])
 
 
 def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp_path):
@@ -192,6 +196,8 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
     assert [s["fcd"] for s in seen] == fcd
     assert fcd[0] == fcd[2] == np.inf and np.isfinite(fcd[1]) and np.isfinite(fcd[3])
     assert seen[0]["classifier_score"] == -np.inf and seen[0]["kid"] == np.inf
+    assert seen[0]["precision"] == seen[0]["recall"] == -np.inf
+    assert 0.0 <= seen[1]["recall"] <= 1.0
     assert np.isfinite(seen[0]["fcd_real_floor"])
     best = int(np.argmin(fcd))
     assert best in (1, 3) and stopping.best == fcd[best]

@@ -107,6 +107,30 @@ def test_metric_formulas_on_known_inputs():
     assert metrics.classifier_score(np.eye(10)) == pytest.approx(10.0, rel=1e-6)
 
 
+def test_precision_and_recall_on_known_sets():
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(1000, 8))
+    # The same distribution: most of each set lies in the other's manifold.
+    same = metrics.precision_recall(real, rng.normal(size=(1000, 8)))
+    assert min(same) > 0.7
+    # A collapsed generator (a tenth of the spread): all of it looks real,
+    # none of the real data is covered.
+    collapsed = metrics.precision_recall(real, 0.1 * rng.normal(size=(1000, 8)))
+    assert collapsed[0] > 0.99 and collapsed[1] < 0.05
+    # Far away: neither.
+    assert metrics.precision_recall(real, real + 100.0) == (0.0, 0.0)
+    # Identical sets: each point lies in its own ball.
+    assert metrics.precision_recall(real, real[::-1]) == (1.0, 1.0)
+    # Hand-checked on a line: real {0, 1, 2, 3, 4} (radii to the third
+    # neighbour 3, 2, 2, 2, 3) and generated {0, 0.1, 0.2, 0.3, 0.4} (radii
+    # 0.3, 0.2, 0.2, 0.2, 0.3): every generated point lies within 3 of 0;
+    # of the real points only 0 lies in a generated ball.
+    line = np.arange(5.0)[:, None]
+    assert metrics.precision_recall(line, line / 10) == (1.0, 0.2)
+    with pytest.raises(ValueError, match="more than k=3 .* 3 real and 10 generated"):
+        metrics.precision_recall(real[:3], real[:10])
+
+
 # InceptionV3 on JAX's CPU takes 40 s here; the code is Keras, shared by both.
 @pytest.mark.tensorflow_only
 def test_inception_features_shape_offline():

@@ -1,4 +1,4 @@
-"""`QualityMetrics`: FCD, classifier score and KID in the training logs."""
+"""`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs."""
 
 import time
 
@@ -14,10 +14,12 @@ NAMES = {
         "fcd",
         "classifier_score",
         "kid",
+        "precision",
+        "recall",
         "fcd_real_floor",
         "classifier_score_real",
     ),
-    "inception": ("fid", "kid", "fid_real_floor"),
+    "inception": ("fid", "kid", "precision", "recall", "fid_real_floor"),
 }
 
 
@@ -27,11 +29,20 @@ UNSCORED = {
     "fid": float("inf"),
     "kid": float("inf"),
     "classifier_score": float("-inf"),
+    "precision": float("-inf"),
+    "recall": float("-inf"),
 }
 
 
 # Whether each score improves upward, for Keras's `mode="auto"`.
-DIRECTIONS = {"fcd": "down", "fid": "down", "kid": "down", "classifier_score": "up"}
+DIRECTIONS = {
+    "fcd": "down",
+    "fid": "down",
+    "kid": "down",
+    "classifier_score": "up",
+    "precision": "up",
+    "recall": "up",
+}
 
 
 class QualityMetrics(GANCallback):
@@ -45,6 +56,10 @@ class QualityMetrics(GANCallback):
     - `fcd`: Frechet classifier distance (lower is better);
     - `classifier_score`: Inception-score recipe (10 is the ceiling);
     - `kid`: kernel distance (lower is better);
+    - `precision` and `recall` (Kynkaanniemi et al., 2019, on the same
+      features): the fraction of generated images that fall among the real
+      ones, and of real images that the generated ones cover (higher is
+      better; a collapsed generator keeps its precision and loses recall);
     - `fcd_real_floor` and `classifier_score_real`: the same measured on
       held-out real digits, the best a generator can hope for.
 
@@ -62,9 +77,10 @@ class QualityMetrics(GANCallback):
     `EarlyStopping`, `ModelCheckpoint(save_best_only=True)` and keras-tuner
     can use them). An epoch that is not scored logs the worst value each
     score can take, which no "best" logic picks: `fcd`, `fid` and `kid`
-    `inf`, `classifier_score` `-inf` (the real-data floors are logged every
-    epoch). Those callbacks need no `mode`: the GAN declares `fcd`, `fid`
-    and `kid` lower-is-better and `classifier_score` higher-is-better.
+    `inf`, `classifier_score`, `precision` and `recall` `-inf` (the
+    real-data floors are logged every epoch). Those callbacks need no
+    `mode`: the GAN declares `fcd`, `fid` and `kid` lower-is-better and the
+    others higher-is-better.
     `GAN.fit` runs this callback before the user's callbacks, whatever the
     order of the list, so they all see the scores of the epoch.
 
@@ -165,10 +181,11 @@ class QualityMetrics(GANCallback):
                 "Expected `real_images` (RGB, in [-1, 1]) with features='inception'. "
                 "Received: real_images=None."
             )
-        if every_n_epochs < 1 or num_images < 2:
+        if every_n_epochs < 1 or num_images < 4:
             raise ValueError(
-                "Expected every_n_epochs >= 1 and num_images >= 2. Received: "
-                f"every_n_epochs={every_n_epochs}, num_images={num_images}."
+                "Expected every_n_epochs >= 1 and num_images >= 4 (recall needs "
+                "each generated image's third nearest neighbour among them). "
+                f"Received: every_n_epochs={every_n_epochs}, num_images={num_images}."
             )
         self.every_n_epochs = every_n_epochs
         self.num_images = num_images
@@ -433,19 +450,24 @@ class QualityMetrics(GANCallback):
         """Scores `num_images` images from the GAN now.
 
         Returns:
-            A dict with the scores (`fcd`, `classifier_score`, `kid` and the
-            real floor; `fid`, `kid` and the floor for inception features).
+            A dict with the scores (`fcd`, `classifier_score`, `kid`,
+            `precision`, `recall` and the real floor; `fid` in place of `fcd`
+            and no classifier score for inception features).
         """
         images = self.model.generate(self.num_images, seed=self.seed)
         features, probabilities = self._extract(images)
         distance = metrics.frechet_distance(self.real_features, features)
         kid = metrics.kernel_distance(self.real_features, features)
+        precision, recall = metrics.precision_recall(
+            self.real_features, features, seed=self.seed
+        )
+        coverage = {"kid": kid, "precision": precision, "recall": recall}
         if self.features == "inception":
-            return {"fid": distance, "kid": kid, **self.floor}
+            return {"fid": distance, **coverage, **self.floor}
         return {
             "fcd": distance,
             "classifier_score": metrics.classifier_score(probabilities),
-            "kid": kid,
+            **coverage,
             **self.floor,
         }
 
