@@ -118,8 +118,10 @@ def _parser():
     )
     train.add_argument(
         "--preset",
-        default="demo",
-        help="demo (default), demo-conditional, smoke, mnist-tpu",
+        default=None,
+        help="demo (the default without --data), images (the default with "
+        "--data: the demo's recipe, the model sized for --image-size), "
+        "demo-conditional, smoke, mnist-tpu",
     )
     train.add_argument(
         "--set",
@@ -466,8 +468,9 @@ def _run(argv):
 def _config(args, **changes):
     from keras_tpugan.config import TrainConfig
 
-    config = TrainConfig.preset(args.preset)
     data = getattr(args, "data", None)
+    preset = args.preset or ("demo" if data is None else "images")
+    config = TrainConfig.preset(preset)
     if data is not None:
         config = dataclasses.replace(config, dataset=data)
     keys = {item.split("=", 1)[0].strip() for item in args.set}

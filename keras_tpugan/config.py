@@ -51,10 +51,15 @@ class TrainConfig:
     # logs; None: no validation). For the offline MNIST subset "test" is
     # its 1,000 held-out digits. Folders have no splits: not validated.
     validation_split: str | None = "test"
-    # Models: latent size, filters of the widest layer, generator norm,
-    # discriminator norm ("none", "layer", "batch", "spectral").
+    # Models: "dcgan" (`models.dcgan_*`) or "resnet" (`models.resnet_*`,
+    # its discriminator always spectrally normalized: d_norm="spectral"),
+    # latent size, filters of the widest layer (None: sized for the
+    # resolution, `models.default_width`: 128 at 28x28, 256 at 32x32, 512
+    # at 64x64), generator norm, discriminator norm ("none", "layer",
+    # "batch", "spectral").
+    architecture: str = "dcgan"
     latent_dim: int = 128
-    width: int = 128
+    width: int | None = None
     norm: str = "layer"
     d_norm: str = "none"
     # Dropout rate after each discriminator activation (0: none), with
@@ -138,8 +143,9 @@ class TrainConfig:
     num_samples: int = 64
     sample_every: int = 1
     snapshot_every: int = 10
-    # Quality metrics (FCD, classifier score, KID) every N epochs (0: off),
-    # on this many generated images; MNIST-like 28x28x1 data only.
+    # Quality metrics (FCD, classifier score, KID, precision, recall) every
+    # N epochs (0: off), on this many generated images: MNIST against the
+    # shipped classifier, other labelled data against one of its classes.
     quality_every: int = 5
     quality_images: int = 1000
     # Or score every N images seen (the same points at any batch size);
@@ -176,6 +182,7 @@ class TrainConfig:
             "source": data.SOURCES,
             "resize": image_files.RESIZE_POLICIES,
             "channels": (None, 1, 3),
+            "architecture": models.ARCHITECTURES,
             "norm": models.NORMS,
             "d_norm": models.D_NORMS,
             "loss": tuple(losses.LOSSES),
@@ -194,9 +201,22 @@ class TrainConfig:
                     f"Expected {name} in {allowed}. Received: "
                     f"{name}={getattr(self, name)!r}."
                 )
+        if self.architecture == "resnet" and (
+            self.d_norm != "spectral" or self.d_dropout
+        ):
+            raise ValueError(
+                "Expected d_norm='spectral' and d_dropout=0 with "
+                "architecture='resnet' (its discriminator is spectrally "
+                f"normalized, without dropout). Received: d_norm={self.d_norm!r}, "
+                f"d_dropout={self.d_dropout}. Set d_norm=spectral."
+            )
+        if self.width is not None and self.width < 1:
+            raise ValueError(
+                f"Expected width >= 1, or None (sized for the resolution). "
+                f"Received: width={self.width}."
+            )
         for name in (
             "latent_dim",
-            "width",
             "batch_size",
             "epochs",
             "discriminator_steps",
@@ -325,10 +345,11 @@ class TrainConfig:
 
     @classmethod
     def preset(cls, name):
-        """Returns a preset: `"demo"`, `"demo-conditional"`, `"smoke"` or `"mnist-tpu"`.
+        """Returns a preset by name.
 
         Args:
-            name: The preset's name.
+            name: `"demo"`, `"demo-conditional"`, `"images"` (your own
+                images), `"smoke"` or `"mnist-tpu"`.
 
         Returns:
             A `TrainConfig`.
@@ -472,6 +493,18 @@ PRESETS = {
         jit_compile=True,
         strategy="auto",
     ),
+}
+# Your own images (a folder, CIFAR-10, CelebA, ...; `--data` without
+# `--preset`): the demo's recipe, each part chosen by its ablation on
+# MNIST (README, "Ablations"), with the DCGAN sized for the resolution
+# (`models.default_width`: the reference DCGAN's 512..64 filters at
+# 64x64) and 128 latents. Set epochs for the data's size, or a time budget.
+PRESETS["images"] = {
+    **PRESETS["demo"],
+    "source": "auto",
+    "latent_dim": 128,
+    "width": None,
+    "epochs": 30,
 }
 # The demo, class-conditional: one row per class in the grids. 120 epochs:
 # its classifier score passes 9 within 5 (README).

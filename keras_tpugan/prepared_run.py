@@ -187,21 +187,35 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
             "Expected steps_per_epoch with warmup_epochs > 0. Received: "
             f"steps_per_epoch={steps_per_epoch}. Use data of known size."
         )
-    gan = GAN(
-        generator=models.dcgan_generator(
+    if config.architecture == "resnet":
+        generator = models.resnet_generator(
             latent_dim=config.latent_dim,
             image_shape=image_shape,
             width=config.width,
             num_classes=num_classes,
             norm=config.norm,
-        ),
-        discriminator=models.dcgan_discriminator(
+        )
+        discriminator = models.resnet_discriminator(
+            image_shape=image_shape, width=config.width, num_classes=num_classes
+        )
+    else:
+        generator = models.dcgan_generator(
+            latent_dim=config.latent_dim,
+            image_shape=image_shape,
+            width=config.width,
+            num_classes=num_classes,
+            norm=config.norm,
+        )
+        discriminator = models.dcgan_discriminator(
             image_shape=image_shape,
             width=config.width,
             num_classes=num_classes,
             norm=config.d_norm,
             dropout=config.d_dropout,
-        ),
+        )
+    gan = GAN(
+        generator=generator,
+        discriminator=discriminator,
         latent_dim=config.latent_dim,
         num_classes=num_classes,
         discriminator_steps=config.discriminator_steps,

@@ -64,3 +64,29 @@ def test_every_range_is_checked_once_at_the_edge():
         ["ema_decay=0.99", "gradient_penalty=wgan-gp", "penalty_weight=5"]
     )
     assert ok.ema_decay == 0.99 and ok.penalty_weight == 5.0
+
+
+def test_train_without_a_preset_picks_the_demo_or_the_images_recipe():
+    from keras_tpugan import cli
+
+    def config(*argv):
+        args = cli._parser().parse_args(["train", "--out", "runs/x", *argv])
+        return cli._config(args)
+
+    assert config() == TrainConfig.preset("demo")
+    # Your own data: the demo's recipe, the model sized for the images.
+    own = config("--data", "photos", "--image-size", "64")
+    assert own == dataclasses.replace(
+        TrainConfig.preset("images"), dataset="photos", image_size=64
+    )
+    demo = TrainConfig.preset("demo")
+    recipe = ("norm", "d_norm", "batch_size", "learning_rate", "beta_1")
+    assert [getattr(own, k) for k in recipe] == [getattr(demo, k) for k in recipe]
+    assert own.width is None and own.source == "auto" and own.latent_dim == 128
+    # A preset named: its settings, the data replaced.
+    smoke = config("--preset", "smoke", "--data", "cifar10", "--set", "epochs=2")
+    assert smoke == dataclasses.replace(
+        TrainConfig.preset("smoke"), dataset="cifar10", source="auto", epochs=2
+    )
+    with pytest.raises(ValueError, match="Expected width >= 1, or None"):
+        TrainConfig(width=0)
