@@ -107,13 +107,13 @@ def test_resnet_models_at_32_64_and_128_pixels():
     g = models.resnet_generator(image_shape=(64, 64, 3))
     d = models.resnet_discriminator(image_shape=(64, 64, 3))
     assert g.layers[1].units == 4 * 4 * 512
-    g_convs = [layer.filters for layer in g.layers if type(layer) is keras.layers.Conv2D]
+    g_convs = [
+        layer.filters for layer in g.layers if type(layer) is keras.layers.Conv2D
+    ]
     # Per block (4x4 to 64x64: four): the shortcut's 1x1, then two 3x3;
     # then the image's 3x3.
     assert g_convs == [256] * 3 + [128] * 3 + [64] * 3 + [64] * 3 + [3]
-    wrapped = [
-        layer.layer for layer in d.layers if hasattr(layer, "power_iterations")
-    ]
+    wrapped = [layer.layer for layer in d.layers if hasattr(layer, "power_iterations")]
     # Every convolution and the logit layer spectrally normalized.
     assert len(wrapped) == 3 * 4 + 2 + 1
     assert not any(type(layer) is keras.layers.Conv2D for layer in d.layers)

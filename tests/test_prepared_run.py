@@ -78,9 +78,7 @@ def test_a_resnet_config_builds_trains_under_xla_and_saves(tmp_path):
     )
     gan = build_gan(config, (16, 16, 3), num_classes=2)
     # The config's architecture, sized as asked, the norm from the config.
-    assert any(
-        hasattr(layer, "power_iterations") for layer in gan.discriminator.layers
-    )
+    assert any(hasattr(layer, "power_iterations") for layer in gan.discriminator.layers)
     assert gan.generator.output_shape == (None, 16, 16, 3)
     rng = np.random.default_rng(0)
     images = rng.uniform(-1, 1, (16, 16, 16, 3)).astype("float32")
