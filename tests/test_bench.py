@@ -1,5 +1,6 @@
 import csv
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -7,7 +8,9 @@ import sys
 import keras
 import numpy as np
 import pytest
+from PIL import Image
 
+import keras_tpugan as ktg
 from keras_tpugan import bench, cli
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "throughput.py")
@@ -131,3 +134,56 @@ def test_jit_compile_script_times_every_setting_against_xla_off(capsys):
         assert float(row[3]) == pytest.approx(
             s / seconds[1], abs=0.02 * s / seconds[1] + 0.01
         )
+
+
+def _rgb_digits_script():
+    spec = importlib.util.spec_from_file_location(
+        "rgb_digits_benchmark",
+        os.path.join(os.path.dirname(__file__), "..", "benchmarks", "rgb_digits.py"),
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_painted_digits_keep_their_digit_and_contrast():
+    script = _rgb_digits_script()
+    digits, _ = ktg.data.offline_mnist("test")
+    painted = script.paint_digits(digits[:300], seed=0)
+    assert painted.shape == (300, 32, 32, 3) and painted.dtype == np.uint8
+    np.testing.assert_array_equal(painted, script.paint_digits(digits[:300], seed=0))
+    assert not np.array_equal(painted, script.paint_digits(digits[:300], seed=1))
+    ink = np.pad(digits[:300, ..., 0], ((0, 0), (2, 2), (2, 2)))
+    image = painted.astype("float64") / 255.0
+    for i in range(300):
+        background = image[i][ink[i] == 0]
+        # One background colour (the 2-pixel border included), one ink.
+        assert np.ptp(background, axis=0).max() < 1e-9
+        darkest = ink[i].max()  # full ink (255 in most digits)
+        stroke = image[i][ink[i] == darkest]
+        assert np.ptp(stroke, axis=0).max() < 1e-9
+        contrast = abs(stroke.mean() - background.mean())
+        assert contrast >= script.MIN_CONTRAST * darkest / 255 - 0.01
+    with pytest.raises(ValueError, match=r"\(n, 28, 28, 1\). Received: shape"):
+        script.paint_digits(painted)
+
+
+def test_rgb_digits_trains_on_its_folder_and_prints_its_table(tmp_path, capsys):
+    """Slow (about 15-30 s): writes 200 PNGs, trains a metric classifier on
+    them, then the smoke run."""
+    script = _rgb_digits_script()
+    assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "keras-tpugan train --data" in printed and "--image-size 32" in printed
+    for name in ("FD (own classifier)", "classifier score", "precision", "recall"):
+        assert f"| {name} |" in printed
+    assert sorted(os.listdir(tmp_path / "data")) == [str(d) for d in range(10)]
+    assert len(list((tmp_path / "data").rglob("*.png"))) == 200
+    with open(tmp_path / "run" / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["data_source"] == "folder" and summary["image_shape"] == [32, 32, 3]
+    assert summary["quality_unavailable"] is None
+    last = summary["quality_schedule"][-1]
+    assert 0.0 <= last["precision"] <= 1.0 and 0.0 <= last["recall"] <= 1.0
+    grid = np.asarray(Image.open(tmp_path / "run" / "samples" / "epoch_0001.png"))
+    assert grid.shape[-1] == 3
