@@ -18,7 +18,13 @@
 # `train_step` makes the adversarial updates, so training is a plain `gan.fit(...)`.
 # It runs on a Colab TPU, a GPU or a CPU: the same code, the same results per global batch.
 # You will see sample grids and learning curves update while it learns, quality scores
-# (FCD, classifier score) and the training speed.
+# (FCD, classifier score, precision and recall) and the training speed.
+#
+# Other data works the same way: `DATASET = "cifar10"` with `IMAGE_SIZE = 32`,
+# `DATASET = "celeb_a"` with `IMAGE_SIZE = 64` (centre-cropped to square), or the path of a
+# folder of images (one subfolder per class for the quality scores) with the size you want.
+# `WIDTH = 0` sizes the networks for the resolution (the reference DCGAN's plan: 256 filters
+# at 32x32, 512 at 64x64). Notebook 04 is the longer walk through your own images.
 
 # %% [markdown]
 # ## Parameters
@@ -27,12 +33,16 @@
 # %% tags=["parameters"]
 EPOCHS = 15  # @param {type:"integer"}
 BATCH_SIZE = 256  # @param {type:"integer"}
-WIDTH = 128  # @param {type:"integer"}
+# Filters of the widest layer (0: sized for the resolution).
+WIDTH = 0  # @param {type:"integer"}
+# A TFDS name ("mnist", "cifar10", "celeb_a", ...) or a folder of images.
 DATASET = "mnist"  # @param {type:"string"}
+# Bring every image to IMAGE_SIZE x IMAGE_SIZE (0: the data's own size).
+IMAGE_SIZE = 0  # @param {type:"integer"}
 # "auto": mixed_bfloat16 where the hardware computes in bfloat16 (TPUs, recent GPUs),
 # else float32.
 PRECISION = "auto"  # @param ["auto", "mixed_bfloat16", "mixed_float16", "float32"]
-# Score FCD and the classifier score every N epochs (0: off).
+# Score FCD, the classifier score, precision and recall every N epochs (0: off).
 QUALITY_EVERY = 5  # @param {type:"integer"}
 OUT = "runs/quickstart"  # @param {type:"string"}
 # "auto": JAX when a TPU is attached and TensorFlow has no TPU support (today's Colab TPU
@@ -119,7 +129,9 @@ print(
 # batch size with `drop_remainder=True`.
 
 # %%
-ds, info = ktg.data.load_images(DATASET, batch_size=BATCH_SIZE, return_info=True)
+ds, info = ktg.data.load_images(
+    DATASET, batch_size=BATCH_SIZE, image_size=IMAGE_SIZE or None, return_info=True
+)
 print(info)
 
 # %% [markdown]
@@ -132,10 +144,10 @@ print(info)
 with strategy.scope():
     gan = ktg.GAN(
         generator=ktg.models.dcgan_generator(
-            latent_dim=128, image_shape=info["image_shape"], width=WIDTH
+            latent_dim=128, image_shape=info["image_shape"], width=WIDTH or None
         ),
         discriminator=ktg.models.dcgan_discriminator(
-            image_shape=info["image_shape"], width=WIDTH
+            image_shape=info["image_shape"], width=WIDTH or None
         ),
         latent_dim=128,
         ema_decay=0.999,
@@ -166,7 +178,10 @@ if QUALITY_EVERY > 0:
     # once and cached.
     callbacks.append(
         ktg.callbacks.QualityMetrics.for_data(
-            DATASET, every_n_epochs=QUALITY_EVERY, num_images=500
+            DATASET,
+            image_size=IMAGE_SIZE or None,
+            every_n_epochs=QUALITY_EVERY,
+            num_images=500,
         )
     )
 history = gan.fit(ds, epochs=EPOCHS, verbose=2, callbacks=callbacks)
@@ -176,7 +191,9 @@ print(f"{speed.mean_images_per_sec} images/s after the compiling epoch")
 # ## How good is it?
 # FCD (lower is better) and classifier score (at most the number of classes: 10 for MNIST)
 # of the generated images, next to the same scores for held-out real images: the floor a
-# generator can reach.
+# generator can reach. Precision is the share of generated images that fall among real
+# ones, recall the share of real images the generated ones cover: a generator that
+# collapses onto a few good images keeps its precision and loses its recall.
 
 # %%
 last = {k: v[-1] for k, v in history.history.items()}
@@ -184,7 +201,8 @@ if "fcd" in last:
     print(
         f"FCD {last['fcd']:.1f} (real floor {last['fcd_real_floor']:.1f}); "
         f"classifier score {last['classifier_score']:.2f} "
-        f"(real {last['classifier_score_real']:.2f})"
+        f"(real {last['classifier_score_real']:.2f}); "
+        f"precision {last['precision']:.2f}, recall {last['recall']:.2f}"
     )
 else:
     print("quality scoring is off (QUALITY_EVERY = 0)")

@@ -109,7 +109,7 @@ def test_quickstart_runs(tmp_path):
     # and the policy "auto" stands for here.
     policy, _ = ktg.precision.resolve()
     assert f"tensorflow: DefaultStrategy with 1 replica(s), policy {policy}" in text
-    assert "'source': 'offline'" in text and "FCD" in text
+    assert "'source': 'offline'" in text and "FCD" in text and "recall" in text
 
 
 def test_quickstart_runs_on_jax(tmp_path):
