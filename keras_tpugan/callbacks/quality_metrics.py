@@ -69,9 +69,11 @@ class QualityMetrics(GANCallback):
     being the number of classes; pass `real_images` and `held_out_images`.
 
     With `features="inception"` (RGB images; pass `real_images`, and
-    `held_out_images` for the floor) it logs `fid`, `kid` and
-    `fid_real_floor` on InceptionV3 features (ImageNet weights are
-    downloaded once).
+    `held_out_images` for the floor) it logs `fid`, `kid`, `precision`,
+    `recall` and `fid_real_floor` on the pool features of Keras's ImageNet
+    InceptionV3 (its weights downloaded once). That network is not the one
+    published FIDs are measured with, so this `fid` compares runs with each
+    other, not with published figures.
 
     The values join the epoch logs (so History, CSV files, TensorBoard,
     `EarlyStopping`, `ModelCheckpoint(save_best_only=True)` and keras-tuner
