@@ -187,32 +187,26 @@ def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
             "Expected steps_per_epoch with warmup_epochs > 0. Received: "
             f"steps_per_epoch={steps_per_epoch}. Use data of known size."
         )
-    if config.architecture == "resnet":
-        generator = models.resnet_generator(
-            latent_dim=config.latent_dim,
-            image_shape=image_shape,
-            width=config.width,
-            num_classes=num_classes,
-            norm=config.norm,
-        )
-        discriminator = models.resnet_discriminator(
-            image_shape=image_shape, width=config.width, num_classes=num_classes
-        )
+    if config.architecture == "resnet":  # its discriminator: always spectral
+        build_generator = models.resnet_generator
+        build_discriminator, d_options = models.resnet_discriminator, {}
     else:
-        generator = models.dcgan_generator(
-            latent_dim=config.latent_dim,
-            image_shape=image_shape,
-            width=config.width,
-            num_classes=num_classes,
-            norm=config.norm,
-        )
-        discriminator = models.dcgan_discriminator(
-            image_shape=image_shape,
-            width=config.width,
-            num_classes=num_classes,
-            norm=config.d_norm,
-            dropout=config.d_dropout,
-        )
+        build_generator = models.dcgan_generator
+        build_discriminator = models.dcgan_discriminator
+        d_options = {"norm": config.d_norm, "dropout": config.d_dropout}
+    generator = build_generator(
+        latent_dim=config.latent_dim,
+        image_shape=image_shape,
+        width=config.width,
+        num_classes=num_classes,
+        norm=config.norm,
+    )
+    discriminator = build_discriminator(
+        image_shape=image_shape,
+        width=config.width,
+        num_classes=num_classes,
+        **d_options,
+    )
     gan = GAN(
         generator=generator,
         discriminator=discriminator,
