@@ -37,11 +37,13 @@ IMAGE_SIZE = 64  # @param {type:"integer"}
 CHANNELS = 3  # @param {type:"integer"}
 EPOCHS = 30  # @param {type:"integer"}
 BATCH_SIZE = 128  # @param {type:"integer"}
-WIDTH = 128  # @param {type:"integer"}
+# Filters of the widest layer (0: sized for IMAGE_SIZE, the reference DCGAN's plan).
+WIDTH = 0  # @param {type:"integer"}
 # "auto": mixed_bfloat16 where the hardware computes in bfloat16 (TPUs, recent GPUs),
 # else float32.
 PRECISION = "auto"  # @param ["auto", "mixed_bfloat16", "mixed_float16", "float32"]
-# Score FCD and the classifier score every N epochs, for labelled data (0: off).
+# Score FCD, the classifier score, precision and recall every N epochs, for labelled
+# data (0: off).
 QUALITY_EVERY = 5  # @param {type:"integer"}
 TIME_BUDGET_MINUTES = 0  # @param {type:"number"}
 MOUNT_DRIVE = False  # @param {type:"boolean"}
@@ -154,8 +156,10 @@ display(Image(filename=f"{OUT}/real_images.png"))
 
 # %% [markdown]
 # ## Train, or continue
-# The demo's recipe (batch-normalized generator, spectrally normalized discriminator, Adam
-# with beta_1 = 0, EMA of the generator) with your data and sizes. When `OUT` holds an
+# The `images` preset: the demo's recipe (batch-normalized generator, spectrally normalized
+# discriminator, Adam with beta_1 = 0, EMA of the generator) with the networks sized for
+# `IMAGE_SIZE`, your data and sizes. `architecture="resnet"` in the `replace` below trains
+# the ResNet networks instead. When `OUT` holds an
 # unfinished run (its `backup/`), training continues from its last completed epoch.
 
 # %%
@@ -165,14 +169,14 @@ from keras_tpugan.config import TrainConfig  # noqa: E402
 from keras_tpugan.train import train  # noqa: E402
 
 config = dataclasses.replace(
-    TrainConfig.preset("demo"),
+    TrainConfig.preset("images"),
     dataset=DATA,
     source="auto",
     image_size=IMAGE_SIZE,
     channels=CHANNELS,
     epochs=EPOCHS,
     batch_size=BATCH_SIZE,
-    width=WIDTH,
+    width=WIDTH or None,
     precision=PRECISION,
     quality_every=QUALITY_EVERY,
 )
