@@ -169,7 +169,7 @@ def test_painted_digits_keep_their_digit_and_contrast():
 
 
 def test_rgb_digits_trains_on_its_folder_and_prints_its_table(tmp_path, capsys):
-    """Slow (about 15-30 s): writes 200 PNGs, trains a metric classifier on
+    """Slow (about 15-45 s): writes 200 PNGs, trains a metric classifier on
     them, then the smoke run."""
     script = _rgb_digits_script()
     assert script.main(["--smoke", "--out", str(tmp_path)]) == 0

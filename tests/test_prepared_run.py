@@ -67,6 +67,9 @@ def test_the_config_sets_steps_per_execution_and_refuses_zero():
 
 
 def test_a_resnet_config_builds_trains_under_xla_and_saves(tmp_path):
+    """Slow on JAX in the parallel suite (about 35 s): the conditional ResNet's
+    step (spectral norm, conditional norms) compiles with XLA, and its
+    generator runs again, eagerly, after loading."""
     config = dataclasses.replace(
         SMOKE,
         architecture="resnet",
