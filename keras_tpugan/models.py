@@ -117,12 +117,13 @@ def _check(image_shape, width, norm, num_classes, norms=NORMS):
     return base, k, width
 
 
-def _norm(norm):
+def _norm(norm, affine=True):
+    """The `norm` layer; `affine=False`: without its learned scale and shift."""
     if norm == "batch":
-        return GlobalBatchNormalization()
+        return GlobalBatchNormalization(center=affine, scale=affine)
     if norm == "layer":
         # Per-example statistics: independent of the batch and the replicas.
-        return layers.LayerNormalization(axis=(-3, -2, -1))
+        return layers.LayerNormalization(axis=(-3, -2, -1), center=affine, scale=affine)
     return layers.Identity()
 
 
@@ -277,10 +278,7 @@ def _conditional_norm(h, norm, labels, num_classes):
     if labels is None:
         return _norm(norm)(h)
     channels = h.shape[-1]
-    if norm == "batch":
-        h = GlobalBatchNormalization(center=False, scale=False)(h)
-    elif norm == "layer":
-        h = layers.LayerNormalization(axis=(-3, -2, -1), center=False, scale=False)(h)
+    h = _norm(norm, affine=False)(h)
     gamma = layers.Embedding(num_classes, channels, embeddings_initializer="ones")
     beta = layers.Embedding(num_classes, channels, embeddings_initializer="zeros")
     scale = layers.Reshape((1, 1, channels))(gamma(labels))
