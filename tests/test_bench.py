@@ -102,17 +102,23 @@ def test_bench_measures_both_backends_side_by_side(tmp_path, capsys):
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
 
 
+def _benchmark_script(name):
+    """The module of `benchmarks/NAME.py` (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_benchmark",
+        os.path.join(os.path.dirname(__file__), "..", "benchmarks", f"{name}.py"),
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 def test_jit_compile_script_times_every_setting_against_xla_off(capsys):
     """A user's WGAN-GP under "auto", False and True (benchmarks/jit_compile.py).
 
     Slow (about 15-30 s): three GANs, each traced (one compiled with XLA),
     then fitted in three rounds."""
-    spec = importlib.util.spec_from_file_location(
-        "jit_compile_benchmark",
-        os.path.join(os.path.dirname(__file__), "..", "benchmarks", "jit_compile.py"),
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _benchmark_script("jit_compile")
     argv = ["--batch-size", "4", "--steps", "1", "--rounds", "1", "--width", "4"]
     assert script.main(argv) == 0
     printed = capsys.readouterr().out
@@ -136,18 +142,8 @@ def test_jit_compile_script_times_every_setting_against_xla_off(capsys):
         )
 
 
-def _rgb_digits_script():
-    spec = importlib.util.spec_from_file_location(
-        "rgb_digits_benchmark",
-        os.path.join(os.path.dirname(__file__), "..", "benchmarks", "rgb_digits.py"),
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
 def test_painted_digits_keep_their_digit_and_contrast():
-    script = _rgb_digits_script()
+    script = _benchmark_script("rgb_digits")
     digits, _ = ktg.data.offline_mnist("test")
     painted = script.paint_digits(digits[:300], seed=0)
     assert painted.shape == (300, 32, 32, 3) and painted.dtype == np.uint8
@@ -171,7 +167,7 @@ def test_painted_digits_keep_their_digit_and_contrast():
 def test_rgb_digits_trains_on_its_folder_and_prints_its_table(tmp_path, capsys):
     """Slow (about 15-45 s): writes 200 PNGs, trains a metric classifier on
     them, then the smoke run."""
-    script = _rgb_digits_script()
+    script = _benchmark_script("rgb_digits")
     assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "keras-tpugan train --data" in printed and "--image-size 32" in printed
