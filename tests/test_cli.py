@@ -266,9 +266,13 @@ def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier
     """Slow (about 50 s): the command starts a JAX process, which imports JAX,
     compiles its step and trains."""
     # Keras runs TensorFlow in this process: the command reruns itself on JAX.
+    # (Plumbing: the smallest networks, no scoring or validation; JAX's
+    # scoring is checked in test_callbacks and test_metrics.)
     out = tmp_path / "jax"
     argv = ["train", "--backend", "jax", "--preset", "smoke"]
-    argv += ["--set", "batch_size=128", "--out", str(out), "--quiet"]
+    argv += ["--set", "batch_size=128", "--set", "width=8", "--set", "latent_dim=8"]
+    argv += ["--set", "quality_every=0", "--set", "validation_split=none"]
+    argv += ["--out", str(out), "--quiet"]
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["backend"] == "jax" and summary["strategy"] == "DataParallel"
