@@ -8,9 +8,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # One pytest-xdist worker per core; each test file stays on one worker (its
-# module fixtures are built once), the slowest files handed out first (in
-# the order tests/conftest.py collects them).
-PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile --no-loadscope-reorder
+# module fixtures are built once).
+PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile
 
 .PHONY: demo test test-full lint install clean
 

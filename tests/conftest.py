@@ -96,36 +96,7 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-# The slowest test files first (by the seconds each took in `make test`, both
-# passes): pytest-xdist hands out whole files in the order collected
-# (`--dist loadfile --no-loadscope-reorder` in the Makefile), and a slow file
-# handed out last keeps one core busy while the other waits. The rest follow
-# in collection order.
-SLOWEST_FIRST = (
-    "test_gan.py",
-    "test_multiprocess.py",
-    "test_cli.py",
-    "test_bench.py",
-    "test_notebooks.py",
-    "test_callbacks.py",
-    "test_metrics.py",
-    "test_keras_contract.py",
-    "test_tuning.py",
-    "test_migration.py",
-    "test_peers.py",
-    "test_backends.py",
-    "test_resume.py",
-    "test_models.py",
-    "test_augment.py",
-    "test_launcher.py",
-    "test_ablation.py",
-    "test_distribute.py",
-)
-
-
 def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
     kept, dropped = [], []
     for item in items:
         if BACKEND == "jax":
