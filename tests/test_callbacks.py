@@ -107,6 +107,8 @@ def test_tile_pads_missing_cells():
 
 
 def test_all_callbacks_for_two_epochs_on_the_offline_subset(tmp_path, classifier_dir):
+    """Slow (about 20-40 s): two epochs over the 4,000 offline digits, each
+    scored on 500 generated images by the metric classifier."""
     ds = ktg.data.load_images("mnist", source="offline", batch_size=200)
     gan = tiny_gan(ema_decay=0.9)
     quality = ktg.callbacks.QualityMetrics(

@@ -38,6 +38,8 @@ def smoke_run(tmp_path_factory, classifier_dir):
 
 
 def test_train_smoke_writes_the_run_directory(smoke_run):
+    """Slow (about 20-30 s, in its module fixture): the smoke preset trains an
+    epoch over the 4,000 offline digits, validates and scores it."""
     out = smoke_run
     for name in (
         "config.json",

@@ -133,7 +133,7 @@ def test_same_weights_and_logs_on_1_2_4_replicas(case):
                 numpy_weights(gan.ema_generator),
                 strict=True,
             ):
-                np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+                np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 @functools.cache
@@ -144,6 +144,8 @@ def _one_device(jit_compile):
 
 
 def test_training_changes_weights_and_logs_true_means():
+    """Slow on JAX (about 15-50 s): the step runs without XLA, op by op, for the
+    first time in the session (the run is shared with the XLA on/off test)."""
     ref_w, logs, gan = _one_device(jit_compile=False)
     keras.utils.set_random_seed(1)
     untrained = tiny_gan(d_dropout=0.5)

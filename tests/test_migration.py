@@ -103,6 +103,8 @@ def test_the_keras_io_dcgan_port_names_its_two_changes_and_trains(
 
 
 def test_the_keras_io_wgan_gp_port_trains_unchanged_and_logs_as_the_guide_says():
+    """Slow on JAX (about 20 s): the port's step, critic steps and gradient
+    penalty included, is traced and compiled."""
     networks, training = _blocks("The keras-io WGAN-GP (digits)")
     scope = _run(networks, {})
     _small(scope, ("make_generator", "make_critic"))
