@@ -32,9 +32,9 @@ def _train(replicas, gan_kwargs, compile_kwargs=None, labels=None, seed=1, flat=
 
 PARITY_CASES = {
     # Two critic steps and the R1 penalty with the hinge loss, without XLA
-    # on TensorFlow; on JAX an un-jitted step runs op by op (a gradient of a
-    # gradient: 100 s here), and JAX's un-jitted step is the jitted one
-    # without `jax.jit` (checked on one device by
+    # on TensorFlow; jitted on JAX, where the un-jitted R1 step runs op by op
+    # (a gradient of a gradient: 100 s here) and is the jitted step without
+    # `jax.jit` (the two agree on one device:
     # `test_xla_on_and_off_agree_in_float32`).
     "r1_hinge_n_critic_2": (
         {"gradient_penalty": "r1", "discriminator_steps": 2},
@@ -77,8 +77,9 @@ PARITY_CASES = {
         {"jit_compile": True},
     ),
 }
-# (Each case adds to the plain unconditional step with XLA, the
-# non-saturating loss and Adam, which every XLA case above runs.)
+# (The plain step, unconditional and alternating, with XLA, the
+# non-saturating loss and Adam, runs inside `ada_spectral_halflife`; the
+# other cases each add to it.)
 
 
 # Also on 4 replicas (2 examples each): the case whose numbers are drawn per
