@@ -115,12 +115,14 @@ class TrainConfig:
     # and off on CPU-only machines on TensorFlow, off where synchronized
     # batch norm meets a multi-replica MirroredStrategy; on JAX on),
     # strategy kind ("auto", "tpu",
-    # "gpu", "cpu"), and training steps per compiled call (Keras's
-    # `steps_per_execution`: fewer host round trips for small batches; one
-    # device, TPUs and JAX only).
+    # "gpu", "cpu"), how many of this machine's GPUs or CPU devices to train
+    # on (None: all of them; not for TPUs or several processes), and
+    # training steps per compiled call (Keras's `steps_per_execution`: fewer
+    # host round trips for small batches; one device, TPUs and JAX only).
     precision: str = "auto"
     jit_compile: bool | str = "auto"
     strategy: str = "auto"
+    num_replicas: int | None = None
     steps_per_execution: int = 1
     # The type the gradients cross the replicas in ("float32", or "bfloat16":
     # half the bytes; see `GAN.compile`).
@@ -159,10 +161,12 @@ class TrainConfig:
         """The keyword arguments of `distribute.get_strategy` this config sets.
 
         Returns:
-            A dict: `kind` and the collective and time-out settings.
+            A dict: `kind`, `num_replicas` and the collective and time-out
+            settings.
         """
         return dict(
             kind=self.strategy,
+            num_replicas=self.num_replicas,
             collective=self.collective,
             bytes_per_pack=self.collective_bytes_per_pack,
             collective_timeout_seconds=self.collective_timeout_seconds,
@@ -258,6 +262,11 @@ class TrainConfig:
             raise ValueError(
                 "Expected collective_timeout_seconds > 0 or None. Received: "
                 f"{self.collective_timeout_seconds}."
+            )
+        if self.num_replicas is not None and self.num_replicas < 1:
+            raise ValueError(
+                "Expected num_replicas >= 1, or None (every device). "
+                f"Received: num_replicas={self.num_replicas}."
             )
         if self.image_size is not None and self.image_size < 1:
             raise ValueError(

@@ -74,10 +74,13 @@ def get_strategy(
         tpu: TPU name or address for `TPUClusterResolver` (`None` finds the
             local TPU VM or the Colab TPU). TensorFlow only: JAX finds its
             TPU cores itself.
-        num_replicas: For `"gpu"` and `"cpu"`: use the first
-            `num_replicas` devices (`None`: all of them). Several logical
-            CPU devices give a multi-replica strategy on one CPU, which is
-            how the tests check replica parity.
+        num_replicas: Use the first `num_replicas` of this process's
+            GPUs or CPU devices (or on JAX its TPU cores; `None`: all of
+            them), for `"gpu"`, `"cpu"` and what `"auto"` picks. Several
+            logical CPU devices give a multi-replica strategy on one CPU,
+            which is how the tests check replica parity. Refused (a
+            `ValueError`) with several processes, and with a TPU on
+            TensorFlow, where every process trains on all its devices.
         collective: For several processes on TensorFlow, the all-reduce
             across them: `"auto"` (TensorFlow picks), `"ring"` (gRPC ring
             all-reduce, any device) or `"nccl"` (NVIDIA's, GPUs only). On
@@ -114,6 +117,8 @@ def get_strategy(
         )
     if kind == "auto" and cluster_processes() > 1:
         kind = "multiworker"
+    if kind == "multiworker":
+        _check_all_devices(num_replicas, "several processes")
     cluster = dict(
         start_timeout_seconds=_positive_seconds(
             "start_timeout_seconds", start_timeout_seconds
@@ -130,6 +135,7 @@ def get_strategy(
     if kind in ("auto", "tpu"):
         strategy, error = _tpu_strategy(tpu, required=kind == "tpu")
         if strategy is not None:
+            _check_all_devices(num_replicas, "a TPU on TensorFlow")
             return strategy
         if kind == "auto":
             _warn_unused_tpu(f"TensorFlow cannot reach it ({error})", stacklevel=3)
@@ -165,6 +171,16 @@ def get_strategy(
     return tf.distribute.MirroredStrategy(
         devices, cross_device_ops=tf.distribute.ReductionToOneDevice()
     )
+
+
+def _check_all_devices(num_replicas, where):
+    if num_replicas is not None:
+        raise ValueError(
+            f"Expected num_replicas=None with {where}: every process trains "
+            f"on all of its devices. Received: num_replicas={num_replicas}. "
+            "Leave num_replicas unset, or choose GPUs or CPU devices with "
+            "kind='gpu' or kind='cpu' in one process."
+        )
 
 
 def _positive_seconds(name, value):

@@ -40,11 +40,13 @@ def test_sweep_grid_trains_each_setting_per_seed(tmp_path, classifier_dir, capsy
             "validation_split=none",
             "--set",
             "batch_size=256",
-            # Plumbing, not quality: the smallest networks.
+            # Plumbing, not quality: the smallest networks, on one device.
             "--set",
             "width=8",
             "--set",
             "latent_dim=8",
+            "--set",
+            "num_replicas=1",
             "--grid",
             "augment=none,translation+cutout",
             "--seeds",

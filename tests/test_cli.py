@@ -119,13 +119,16 @@ def test_sweep_writes_the_table_and_plots_and_survives_a_failed_run(tmp_path, ca
         "linear",
         "--target-fcd",
         "100000",
-        # Plumbing, not quality: the smallest networks, and no validation
-        # pass after each epoch (the sweep's table has no validation column;
-        # test_train_smoke_writes_the_run_directory checks train's).
+        # Plumbing, not quality: the smallest networks on one device, and
+        # no validation pass after each epoch (the sweep's table has no
+        # validation column; test_train_smoke_writes_the_run_directory
+        # checks train's, and that "auto" takes every device).
         "--set",
         "width=8",
         "--set",
         "latent_dim=8",
+        "--set",
+        "num_replicas=1",
         "--set",
         "validation_split=none",
         "--out",
@@ -324,8 +327,12 @@ def _colour_folder(directory, classes=2, per_class=24, flat=False):
             Image.fromarray(pixels).save(folder / f"{label}_{i}.png")
 
 
+# Plumbing, not quality: the smallest networks, on one device as on a
+# user's CPU (the suite's process has four logical CPU devices, and "auto"
+# takes them all: test_train_smoke_writes_the_run_directory checks that).
 TINY_RUN = ["--preset", "smoke", "--set", "epochs=1", "--set", "batch_size=16"]
 TINY_RUN += ["--set", "width=8", "--set", "latent_dim=8", "--quiet"]
+TINY_RUN += ["--set", "num_replicas=1"]
 
 
 def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys):
@@ -423,7 +430,9 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     tmp_path, capsys
 ):
     """Slow (about 30-70 s): three small runs of three epochs (one whole, one
-    stopped by its budget, then resumed)."""
+    stopped by its budget, then resumed), each on this process's four
+    logical CPU devices: exact resume under a multi-replica strategy (the
+    SIGKILL test below resumes on one device, as a user's CPU has)."""
     argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "1"]
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
     run = tmp_path / "run"

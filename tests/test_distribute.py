@@ -53,6 +53,12 @@ def test_auto_on_a_machine_without_tpu_or_gpu_uses_the_cpus():
         assert distribute.num_replicas(strategy) == 4
     else:
         assert strategy.extended.worker_devices[0].endswith("CPU:0")
+    assert distribute.num_replicas(strategy) == 4  # every device
+    # The config's `num_replicas` takes the first devices "auto" picks.
+    options = TrainConfig(num_replicas=2).strategy_options()
+    assert distribute.num_replicas(distribute.get_strategy(**options)) == 2
+    with pytest.raises(ValueError, match="Expected num_replicas >= 1, or None"):
+        TrainConfig(num_replicas=0)
 
 
 def test_explicit_kinds_that_are_missing_fail_clearly():
@@ -68,6 +74,11 @@ def test_explicit_kinds_that_are_missing_fail_clearly():
         distribute.get_strategy("cuda")
     with pytest.raises(ValueError, match="between 1 and the 4 CPU"):
         distribute.get_strategy("cpu", num_replicas=8)
+    # Several processes each train on all their devices: refused at once.
+    with pytest.raises(
+        ValueError, match=r"num_replicas=None with several processes.*Received: "
+    ):
+        distribute.get_strategy("multiworker", num_replicas=1)
 
 
 def test_check_global_batch():
@@ -120,6 +131,7 @@ def test_the_collective_is_chosen_on_tensorflow_and_by_xla_on_jax():
     )
     assert config.strategy_options() == dict(
         kind="auto",
+        num_replicas=None,
         collective="ring",
         bytes_per_pack=1024,
         collective_timeout_seconds=None,
