@@ -1,5 +1,5 @@
-"""A rank of the parity and worker-loss tests: `train`, resumed when OUT holds a run,
-maybe killed.
+"""A rank of test_multiprocess's parity-and-resume test: `train`, resumed when OUT
+holds a run, maybe killed.
 
 Run under `keras-tpugan launch` as
 `multiprocess_worker.py OUT [KILL_RANK KILL_EPOCH KILL_BATCH]`: every process
@@ -24,7 +24,7 @@ SETTINGS = [
     "epochs=2",
     "quality_every=0",
     "batch_size=256",
-    # The parity test compares one process with two on these: the
+    # The test compares one process with two on these: the
     # conditional GAN, two critic steps with the WGAN-GP penalty, XLA.
     "discriminator_steps=2",
     "gradient_penalty=wgan-gp",
