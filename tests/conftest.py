@@ -83,7 +83,9 @@ BACKEND = keras.backend.backend()
 
 
 # `make test-full` (KERAS_TPUGAN_TEST_FULL=1) also runs the tests marked
-# `full`: full-size end-to-end cases, each with a small version in `make test`.
+# `full`: full-size end-to-end cases, each with a small version in `make test`;
+# a test may also read FULL to run its full size (test_multiprocess's weak
+# scaling on JAX).
 FULL = os.environ.get("KERAS_TPUGAN_TEST_FULL") == "1"
 
 
