@@ -28,17 +28,35 @@ TINY = [
 ]
 
 
-def test_bench_prints_and_saves_the_matrix(tmp_path, capsys):
-    """Slow (about 45-65 s): eight cells (replicas x precision x XLA), each
-    building and compiling its GAN."""
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        # The whole default matrix (`make test-full`): 8 cells.
+        pytest.param(
+            (["1", "2"], ["float32", "mixed_bfloat16"]), marks=pytest.mark.full
+        ),
+        # Its small version: XLA on and off, bfloat16 on 2 replicas (float32
+        # with XLA on 1 replica: test_bench_measures_both_backends_side_by_side).
+        (["2"], ["mixed_bfloat16"]),
+    ],
+    ids=["full", "small"],
+)
+def test_bench_prints_and_saves_the_matrix(matrix, tmp_path, capsys):
+    """Slow in full (about 45-65 s): eight cells (replicas x precision x XLA),
+    each building and compiling its GAN; the small version runs two."""
+    replicas, precisions = matrix
     out = tmp_path / "bench.csv"
-    assert cli.main(["bench", *TINY, "--replicas", "1", "2", "--csv", str(out)]) == 0
+    argv = ["bench", *TINY, "--replicas", *replicas, "--precisions", *precisions]
+    assert cli.main([*argv, "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| mixed_bfloat16 | on | 2 | 8 |" in printed and "GFLOP/s" in printed
+    assert "| mixed_bfloat16 | off | 2 | 8 |" in printed
     with open(out) as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 8  # replicas x precision x XLA
-    assert {r["replicas"] for r in rows} == {"1", "2"}
+    assert len(rows) == len(replicas) * len(precisions) * 2  # x XLA on, off
+    assert {r["replicas"] for r in rows} == set(replicas)
+    assert {r["precision"] for r in rows} == set(precisions)
+    assert {r["xla"] for r in rows} == {"True", "False"}
     assert all(float(r["images_per_sec"]) > 0 for r in rows)
     assert all(0 < float(r["fraction_of_matmul"]) for r in rows)
     # Peak memory per cell: the host's resident set; no device on a CPU.

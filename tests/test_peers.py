@@ -16,9 +16,24 @@ def test_peers_refuses_unknown_modes():
         peers.peers_table(batch_sizes=(8,), modes=["tutorial2"], printer=None)
 
 
+def _check_ratios(rows):
+    rates = {r["mode"]: float(r["images_per_sec"]) for r in rows}
+    assert all(rate > 0 for rate in rates.values())
+    for r in rows:  # the ratios are those of the measured rates
+        assert float(r["vs_best_tutorial"]) == pytest.approx(
+            rates[r["mode"]] / max(rates[m] for m in rates if m.startswith("tutorial")),
+            abs=0.01,
+        )
+        assert float(r["vs_best_keras_io"]) == pytest.approx(
+            rates[r["mode"]] / max(rates[m] for m in rates if m.startswith("keras-io")),
+            abs=0.01,
+        )
+
+
+@pytest.mark.full
 def test_bench_peers_from_the_script_measures_every_mode_with_ratios(tmp_path):
     """Slow (about 50-65 s): a new process times every peer program, each traced
-    or compiled on its own."""
+    or compiled on its own (`make test-full`; the small version below)."""
     out = tmp_path / "peers.csv"
     args = ["--batch-sizes", "8", "--steps", "8", "--repeats", "1", "--width", "8"]
     result = subprocess.run(
@@ -33,17 +48,26 @@ def test_bench_peers_from_the_script_measures_every_mode_with_ratios(tmp_path):
     with open(out) as f:
         rows = list(csv.DictReader(f))
     assert [r["mode"] for r in rows] == peers.backend_modes()
-    rates = {r["mode"]: float(r["images_per_sec"]) for r in rows}
-    assert all(rate > 0 for rate in rates.values())
-    for r in rows:  # the ratios are those of the measured rates
-        assert float(r["vs_best_tutorial"]) == pytest.approx(
-            rates[r["mode"]] / max(rates[m] for m in rates if m.startswith("tutorial")),
-            abs=0.01,
-        )
-        assert float(r["vs_best_keras_io"]) == pytest.approx(
-            rates[r["mode"]] / max(rates[m] for m in rates if m.startswith("keras-io")),
-            abs=0.01,
-        )
+    _check_ratios(rows)
+
+
+def test_bench_peers_measures_each_kind_of_peer_program_with_ratios(tmp_path, capsys):
+    """The small version of the script's table, in this process: the keras-io
+    pattern (TensorFlow only) with and without XLA, the tutorial's loop
+    without it (with it: the test below), and the GAN with several steps per
+    execution."""
+    out = tmp_path / "peers.csv"
+    modes = ["tutorial", "keras-io", "keras-io + XLA"]
+    modes += ["keras_tpugan float32 + XLA, 8 steps/execution"]
+    rows = peers.peers_table(
+        batch_sizes=(8,), steps=8, rounds=1, width=8, modes=modes, csv_path=str(out)
+    )
+    assert [r["mode"] for r in rows] == modes
+    printed = capsys.readouterr().out
+    assert "vs best keras-io" in printed and "| 8 | keras-io |" in printed
+    with open(out) as f:
+        assert [r["mode"] for r in csv.DictReader(f)] == modes
+    _check_ratios(rows)
 
 
 @pytest.mark.both_backends
