@@ -136,6 +136,10 @@ def test_two_processes_train_and_only_the_chief_writes(
     # where jit_compile="auto" must turn XLA off as under MirroredStrategy.
     command = ["train", "--preset", "smoke", "--set", "quality_every=0"]
     command += ["--set", "norm=batch", "--set", "jit_compile=auto"]
+    # Plumbing, not quality: the smallest networks, 15 steps, no validation
+    # (validated across processes: test_multiprocess).
+    command += ["--set", "width=8", "--set", "latent_dim=8", "--set", "batch_size=256"]
+    command += ["--set", "validation_split=none"]
     status = launcher.launch(
         [*command, "--out", str(out)], 2, grace_seconds=30, printer=lines.append
     )
@@ -143,7 +147,7 @@ def test_two_processes_train_and_only_the_chief_writes(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["processes"] == 2
     assert summary["replicas"] == 2
-    assert summary["batch_size"] == 64
+    assert summary["batch_size"] == 256
     assert summary["strategy"] == "MultiWorkerMirroredStrategy"
     assert summary["xla"] is False
     assert (out / "generator.keras").exists()
