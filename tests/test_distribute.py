@@ -50,7 +50,6 @@ def test_auto_on_a_machine_without_tpu_or_gpu_uses_the_cpus():
     strategy = distribute.get_strategy("auto")
     if BACKEND == "jax":
         assert {d.platform for d in strategy.device_mesh.devices.flat} == {"cpu"}
-        assert distribute.num_replicas(strategy) == 4
     else:
         assert strategy.extended.worker_devices[0].endswith("CPU:0")
     assert distribute.num_replicas(strategy) == 4  # every device
