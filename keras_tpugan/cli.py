@@ -21,6 +21,13 @@ from keras_tpugan.precision import POLICIES
 from keras_tpugan.reports import first_line
 from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
+PRESET_HELP = (
+    "demo (the default without --data), images (the default with --data: the "
+    "demo's recipe, the model sized for --image-size), demo-conditional, smoke, "
+    "mnist-tpu"
+)
+
+
 EXAMPLES = {
     "train": """examples:
   keras-tpugan train --preset demo --out runs/demo
@@ -40,6 +47,8 @@ EXAMPLES = {
       --lr-scaling sqrt --out runs/sweep
   keras-tpugan sweep --preset mnist-tpu --batch-sizes 64 128 256 512 \\
       --out runs/tpu-study
+  keras-tpugan sweep --data photos/ --image-size 32 --batch-sizes 64 128 \\
+      --epochs 20 --out runs/photos-sweep
 """,
     "sample": """examples:
   keras-tpugan sample --model runs/demo --num 64 --out grid.png
@@ -54,6 +63,8 @@ EXAMPLES = {
   keras-tpugan tune --preset demo --batch-sizes 64 128 256 512 \\
       --space lr_scaling=none,sqrt-adam,linear --objective steps_to_fcd \\
       --target-fcd 80 --image-budget 230400 --evaluations 48 --out runs/large_batch
+  keras-tpugan tune --data photos/ --image-size 32 --batch-sizes 64 128 \\
+      --objective fcd --image-budget 20000 --out runs/photos-tune
 """,
     "bench": """examples:
   keras-tpugan bench --batch-sizes 64 128 256 --csv bench.csv
@@ -116,13 +127,7 @@ def _parser():
         "Train a GAN; writes samples, curves, the generator and summary.json "
         "under --out.",
     )
-    train.add_argument(
-        "--preset",
-        default=None,
-        help="demo (the default without --data), images (the default with "
-        "--data: the demo's recipe, the model sized for --image-size), "
-        "demo-conditional, smoke, mnist-tpu",
-    )
+    train.add_argument("--preset", default=None, help=PRESET_HELP)
     train.add_argument(
         "--set",
         action="append",
@@ -130,28 +135,7 @@ def _parser():
         metavar="KEY=VALUE",
         help="override a setting of the preset (repeatable)",
     )
-    train.add_argument(
-        "--data",
-        default=None,
-        metavar="PATH_OR_TFDS_NAME",
-        help="a folder of images (flat, or a subfolder per class) or a TFDS "
-        "name (cifar10, celeb_a, ...) in place of the preset's data",
-    )
-    train.add_argument(
-        "--image-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="bring every image to NxN (centre crop, then resize); required "
-        "for folders",
-    )
-    train.add_argument(
-        "--channels",
-        type=int,
-        choices=(1, 3),
-        default=None,
-        help="1 (grey) or 3 (RGB); default: as the data",
-    )
+    _add_data_arguments(train)
     train.add_argument(
         "--snapshot-every",
         type=int,
@@ -219,8 +203,9 @@ def _parser():
         help="score every batch size after the same images and report the steps, "
         "images and seconds to reach this FCD",
     )
-    sweep.add_argument("--preset", default="demo")
+    sweep.add_argument("--preset", default=None, help=PRESET_HELP)
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    _add_data_arguments(sweep)
     sweep.add_argument("--out", required=True)
 
     sample = command(
@@ -289,8 +274,9 @@ def _parser():
     )
     tune.add_argument("--target-fcd", type=float, default=50.0)
     tune.add_argument("--max-trials", type=int, default=None)
-    tune.add_argument("--preset", default="demo")
+    tune.add_argument("--preset", default=None, help=PRESET_HELP)
     tune.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    _add_data_arguments(tune)
     tune.add_argument("--out", required=True)
 
     bench = command(
@@ -463,6 +449,32 @@ def _run(argv):
             )
             return 1
         raise
+
+
+def _add_data_arguments(parser):
+    """`--data`, `--image-size` and `--channels`: the user's own images."""
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH_OR_TFDS_NAME",
+        help="a folder of images (flat, or a subfolder per class) or a TFDS "
+        "name (cifar10, celeb_a, ...) in place of the preset's data",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="bring every image to NxN (centre crop, then resize); required "
+        "for folders",
+    )
+    parser.add_argument(
+        "--channels",
+        type=int,
+        choices=(1, 3),
+        default=None,
+        help="1 (grey) or 3 (RGB); default: as the data",
+    )
 
 
 def _config(args, **changes):

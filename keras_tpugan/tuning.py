@@ -33,7 +33,8 @@ class GANHyperModel(kt.HyperModel):
 
     Every trial starts from `config` and is set up by
     `keras_tpugan.prepared_run.prepare`, as `train` sets up a run: seeded
-    with `config.seed`, in `config.precision`, on the config's data. `build(hp)`
+    with `config.seed`, in `config.precision`, on `data` (default: the
+    config's dataset). `build(hp)`
     builds and compiles the GAN for `hp.Choice("batch_size", ...)` and
     `hp.Choice("learning_rate", ...)`, the rate scaled with the batch by
     `lr_scaling`, and one `hp.Choice` per entry of `space` (any other
@@ -41,9 +42,11 @@ class GANHyperModel(kt.HyperModel):
     the optimizer, ...). `fit(hp, model)` trains for a budget counted in IMAGES
     SEEN (rounded down to whole evaluation chunks), so batch sizes are
     compared fairly, with the same callbacks `train` uses: `Throughput`
-    times it, `QualityMetrics` scores the generator after each of the
-    `evaluations` chunks and `DivergenceGuard` stops a diverging trial. It
-    returns the objective:
+    times it, `QualityMetrics.for_data` scores the generator after each of
+    the `evaluations` chunks (MNIST against the shipped classifier, other
+    labelled data against a classifier of its own classes, trained once
+    before the first trial and cached) and `DivergenceGuard` stops a
+    diverging trial. It returns the objective:
 
     - `"fcd"`: the Frechet classifier distance at the end of the budget;
     - `"time_to_fcd"`: training seconds until the FCD reaches `target_fcd`
@@ -52,7 +55,9 @@ class GANHyperModel(kt.HyperModel):
       (one more than the budget's steps if it never does), the measure
       that carries over to an accelerator whose step time hardly grows
       with the batch;
-    - `"images_per_sec"`: training throughput after the compiling chunk.
+    - `"images_per_sec"`: training throughput after the compiling chunk
+      (the only objective for data without labels, whose trials are not
+      scored).
 
     A trial that runs out of memory or diverges raises
     `keras_tuner.errors.FailedTrialError`, so the search goes on. Every
@@ -84,7 +89,16 @@ class GANHyperModel(kt.HyperModel):
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's).
         quality_images: Generated images per FCD measurement.
-        classifier_dir: Cache folder of the metric classifier.
+        classifier_dir: Cache folder of the shipped MNIST classifier.
+        data: Anything `keras_tpugan.data.load_images` takes (a folder, a
+            TFDS name, `(images, labels)` arrays), in place of
+            `config.dataset`; read with the config's `image_size`,
+            `channels` and `resize`.
+
+    Raises:
+        ValueError: An objective other than `"images_per_sec"` on data
+            without labels of at least 2 classes (no classifier to score
+            it with).
 
     Example:
 
@@ -94,6 +108,10 @@ class GANHyperModel(kt.HyperModel):
         hypermodel, objective=keras_tuner.Objective("fcd", "min")
     )
     tuner.search()
+
+    # Your own labelled folder (one subfolder per class), at 32x32 RGB:
+    config = TrainConfig.preset("images").override(["image_size=32"])
+    hypermodel = GANHyperModel(config, data="photos/", objective="fcd")
     ```
     """
 
@@ -113,6 +131,7 @@ class GANHyperModel(kt.HyperModel):
         strategy=None,
         quality_images=500,
         classifier_dir=None,
+        data=None,
     ):
         super().__init__(name="gan")
         self.config = config or TrainConfig.preset("demo")
@@ -163,8 +182,58 @@ class GANHyperModel(kt.HyperModel):
         self.time_cap = float(time_cap)
         self.quality_images = quality_images
         self.classifier_dir = classifier_dir
+        self.data = data
+        self.quality = self._quality()
         self.records = []
         self._run = None
+
+    def _quality(self):
+        """The scoring every trial shares, or None for unlabelled data.
+
+        Built once, before any trial: for data other than MNIST it trains
+        (or loads from the cache) the classifier of the data's classes.
+        """
+        data = self.config.dataset if self.data is None else self.data
+        try:
+            return callbacks.QualityMetrics.for_data(
+                data,
+                source=self.config.source,
+                image_size=self.config.image_size,
+                channels=self.config.channels,
+                resize=self.config.resize,
+                num_images=self.quality_images,
+                classifier_dir=self.classifier_dir,
+                seed=self.config.seed,
+            )
+        except ValueError as e:
+            if "Expected labelled images" not in str(e):
+                raise
+            if self.objective != "images_per_sec":
+                raise ValueError(
+                    f"Expected labelled data (2 or more classes) for objective="
+                    f"{self.objective!r}: the FCD is measured with a classifier "
+                    "of the data's classes. Received data without labels. Pass "
+                    "a folder with one subfolder per class (or a TFDS dataset "
+                    "with a label feature), or search objective='images_per_sec'."
+                ) from e
+            return None
+
+    def _scoring(self, seed):
+        """A fresh `QualityMetrics` for one trial, sharing the classifier."""
+        quality = self.quality
+        if quality.own_classifier is None:  # MNIST: the shipped classifier
+            return callbacks.QualityMetrics(
+                num_images=self.quality_images,
+                classifier_dir=self.classifier_dir,
+                seed=seed,
+            )
+        return callbacks.QualityMetrics(
+            classifier=quality.own_classifier,
+            real_images=quality.real_images,
+            held_out_images=quality.held_out_images,
+            num_images=self.quality_images,
+            seed=seed,
+        )
 
     @property
     def combinations(self):
@@ -189,7 +258,9 @@ class GANHyperModel(kt.HyperModel):
             key: hp.Choice(key, values, ordered=False)
             for key, values in self.space.items()
         }
-        self._run = prepare(self._trial_config(batch, base_lr, choices), self.strategy)
+        self._run = prepare(
+            self._trial_config(batch, base_lr, choices), self.strategy, data=self.data
+        )
         return self._run.build_gan()
 
     def fit(self, hp, model, *args, **kwargs):
@@ -227,11 +298,6 @@ class GANHyperModel(kt.HyperModel):
         total_steps = max(1, math.ceil(self.image_budget * min(1.0, share) / batch))
         chunk = max(1, total_steps // self.evaluations)
         speed = callbacks.Throughput(global_batch_size=batch)
-        quality = callbacks.QualityMetrics(
-            num_images=self.quality_images,
-            classifier_dir=self.classifier_dir,
-            seed=run.config.seed,
-        )
         guard = callbacks.DivergenceGuard()
         target = _TimeToTarget(speed, self.target_fcd)
         if self.objective == "time_to_fcd":
@@ -240,7 +306,13 @@ class GANHyperModel(kt.HyperModel):
             target.time_cap = math.inf  # stop once the target is reached
         # Each "epoch" of this fit is one evaluation chunk; the callbacks
         # run in list order, so the time and the score are in the logs
-        # before `target` reads them.
+        # before `target` reads them. Unlabelled data is timed, not scored.
+        scored = self.quality is not None
+        fit_callbacks = (
+            [speed, self._scoring(run.config.seed), guard, target]
+            if scored
+            else [speed, guard]
+        )
         endless = (
             run.dataset.repeated()  # JAX: an EpochBatches
             if isinstance(run.dataset, EpochBatches)
@@ -251,7 +323,7 @@ class GANHyperModel(kt.HyperModel):
             epochs=max(1, total_steps // chunk),
             steps_per_epoch=chunk,
             verbose=0,
-            callbacks=[speed, quality, guard, target],
+            callbacks=fit_callbacks,
         )
         if guard.stopped_reason is not None:
             raise kt.errors.FailedTrialError(
@@ -264,8 +336,8 @@ class GANHyperModel(kt.HyperModel):
             train_seconds=seconds,
             images_seen=images_seen,
             images_per_sec=speed.mean_images_per_sec or images_seen / seconds,
-            fcd=history.history["fcd"][-1],
-            best_fcd=min(c[2] for c in target.curve),
+            fcd=history.history["fcd"][-1] if scored else None,
+            best_fcd=min(c[2] for c in target.curve) if scored else None,
             steps_to_target=reached.get("steps"),
             images_to_target=reached.get("images"),
             seconds_to_target=reached.get("seconds"),
@@ -314,6 +386,7 @@ def search_batch_size(
     strategy=None,
     directory="runs/tune",
     hypermodel=None,
+    data=None,
     **hypermodel_kwargs,
 ):
     """Searches the batch size (and learning rate) that trains best.
@@ -338,8 +411,10 @@ def search_batch_size(
         strategy: A `tf.distribute.Strategy` (or, on JAX, a
             `keras.distribution.DataParallel`).
         directory: Output directory.
-        hypermodel: A ready `GANHyperModel` (then the arguments above that
+        hypermodel: A ready `GANHyperModel` (then the other arguments that
             build one are not used).
+        data: Anything `keras_tpugan.data.load_images` takes, in place of
+            `config.dataset` (see `GANHyperModel`).
         **hypermodel_kwargs: More `GANHyperModel` arguments (image_budget,
             lr_scaling, evaluations, ...).
 
@@ -352,12 +427,17 @@ def search_batch_size(
     ```python
     config = TrainConfig.preset("demo")
     best, rows = search_batch_size(config, batch_sizes=[64, 128, 256])
+
+    # Your own labelled folder at 32x32 RGB:
+    config = TrainConfig.preset("images").override(["image_size=32"])
+    best, rows = search_batch_size(config, data="photos/", batch_sizes=[64, 128])
     ```
     """
     if tuner not in TUNERS:
         raise ValueError(f"Expected tuner in {TUNERS}. Received: tuner={tuner!r}.")
     hypermodel = hypermodel or GANHyperModel(
         config,
+        data=data,
         batch_sizes=batch_sizes,
         learning_rates=learning_rates,
         objective=objective,

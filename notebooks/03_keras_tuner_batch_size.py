@@ -29,7 +29,12 @@ LR_SCALING = "linear"  # @param ["none", "linear", "sqrt", "sqrt-adam"]
 TUNER = "grid"  # @param ["grid", "random", "bayesian", "hyperband"]
 OBJECTIVE = "fcd"  # @param ["fcd", "time_to_fcd", "steps_to_fcd", "images_per_sec"]
 IMAGE_BUDGET = 120000  # @param {type:"integer"}
-PRESET = "mnist-tpu"  # @param ["mnist-tpu", "demo", "smoke"]
+PRESET = "mnist-tpu"  # @param ["mnist-tpu", "demo", "smoke", "images"]
+# Your own images in place of the preset's MNIST: a folder (one subfolder per class, for
+# the FCD) or a TFDS name such as "cifar10", brought to IMAGE_SIZE x IMAGE_SIZE; "" keeps
+# the preset's data. With DATA, PRESET "images" sizes the model for IMAGE_SIZE.
+DATA = ""  # @param {type:"string"}
+IMAGE_SIZE = 32  # @param {type:"integer"}
 OUT = "runs/tune"  # @param {type:"string"}
 # "auto": JAX when a TPU is attached and TensorFlow has no TPU support (today's Colab TPU
 # runtimes), else TensorFlow; or name one.
@@ -91,13 +96,21 @@ print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 # ## Search
 # `search_batch_size` builds the keras-tuner tuner (the GAN is compiled by the hypermodel,
 # inside the strategy's scope), runs every trial and writes the results table. Failed trials
-# (out of memory, divergence) are recorded and the search goes on.
+# (out of memory, divergence) are recorded and the search goes on. On your own labelled
+# images every trial is scored against a classifier of their classes, trained once before
+# the first trial; without labels only `OBJECTIVE = "images_per_sec"` can be searched.
 
 # %%
+import dataclasses
+
 from keras_tpugan.config import TrainConfig
 from keras_tpugan.tuning import search_batch_size
 
 config = TrainConfig.preset(PRESET)
+if DATA:
+    config = dataclasses.replace(
+        config, dataset=DATA, source="auto", image_size=IMAGE_SIZE
+    )
 best, rows = search_batch_size(
     config,
     batch_sizes=BATCH_SIZES,

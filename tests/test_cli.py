@@ -376,6 +376,39 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     assert "fcd" not in summary["final"]
 
 
+def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):
+    """Slow (about 20-40 s): a one-trial search and a one-run sweep on a folder
+    of two colour classes, each scored on a classifier of those classes."""
+    _colour_folder(tmp_path / "images")
+    data = ["--data", str(tmp_path / "images"), "--image-size", "32"]
+    tiny = ["--preset", "smoke", "--set", "width=8", "--set", "latent_dim=8"]
+    tiny += ["--set", "num_replicas=1", "--set", "quality_images=32"]
+    tune = ["tune", *data, *tiny, "--batch-sizes", "16", "--objective", "fcd"]
+    tune += ["--image-budget", "32", "--evaluations", "1"]
+    assert cli.main([*tune, "--out", str(tmp_path / "tune")]) == 0
+    (row,) = json.loads((tmp_path / "tune" / "results.json").read_text())["trials"]
+    assert row["status"] == "ok" and row["images_seen"] == 32
+    assert np.isfinite(row["fcd"]) and row["objective"] == row["fcd"]
+    sweep = ["sweep", *data, *tiny, "--batch-sizes", "16", "--epochs", "1"]
+    assert cli.main([*sweep, "--out", str(tmp_path / "sweep")]) == 0
+    (row,) = json.loads((tmp_path / "sweep" / "results.json").read_text())
+    assert row["status"] == "ok" and np.isfinite(row["fcd"])
+    run = tmp_path / "sweep" / "batch_0016"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["data_source"] == "folder"
+    assert summary["image_shape"] == [32, 32, 3]
+    # A folder without classes has nothing to measure the FCD with: the
+    # search is refused before its first trial, in one line.
+    _colour_folder(tmp_path / "flat", flat=True)
+    capsys.readouterr()
+    tune[2] = str(tmp_path / "flat")
+    assert cli.main([*tune, "--out", str(tmp_path / "flat_tune")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Expected labelled data" in err and "images_per_sec" in err
+    assert "\n" not in err
+    assert not (tmp_path / "flat_tune").exists()
+
+
 def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -264,3 +264,30 @@ def test_projection_to_the_tpu_step_time_model():
     assert rows[1]["projected_time_ratio"] == pytest.approx(1.68 / 3)
     assert rows[0]["projected_time_ratio"] == 1.0
     assert tuning.projection({64: {"steps_to_target": None}}) == []
+
+
+def test_unlabelled_data_is_searched_for_speed_only(tmp_path, classifier_dir):
+    """The user's own images without labels: no classifier to measure the FCD
+    with, so the FCD objectives are refused before any trial, and
+    images_per_sec trials are timed and not scored."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (64, 16, 16, 3)).astype("uint8")
+    with pytest.raises(ValueError, match="Expected labelled data.*images_per_sec"):
+        _hypermodel(classifier_dir, data=images, batch_sizes=[16])
+    hypermodel = _hypermodel(
+        classifier_dir,
+        data=images,
+        batch_sizes=[16],
+        objective="images_per_sec",
+        image_budget=32,
+        evaluations=1,
+    )
+    assert hypermodel.quality is None
+    best, (row,) = tuning.search_batch_size(
+        hypermodel=hypermodel, directory=str(tmp_path)
+    )
+    assert best["batch_size"] == 16 and row["status"] == "ok"
+    assert row["images_seen"] == 32 and row["objective"] == row["images_per_sec"] > 0
+    assert row["fcd"] is None and row["curve"] == []
+    # The trial trained on these images, not on the config's MNIST.
+    assert hypermodel._run.info["image_shape"] == (16, 16, 3)
