@@ -84,54 +84,92 @@ def _state(gan):
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
-    """Slow (about 15-35 s a recipe): three fits of four epochs, each
+    """Slow (about 15-45 s a recipe): three fits of four epochs, each
     compiling its step.
 
-    On TensorFlow the three fits run in a process of their own: in the
-    suite's TensorFlow process, after the tests before it, the resumed
-    WGAN-GP run ended up to 1.9e-6 from the uninterrupted one (2 full runs
-    of 5; cause not found: alone, and with 100 layers built before it, the
-    two are bitwise equal).
+    On TensorFlow each fit runs in a process of its own, as a killed run
+    started again does. Run one after another in one TensorFlow process,
+    the resumed (third) fit sometimes ended off the uninterrupted (first)
+    one: by 2.1e-5 in one CI run, by about 1.1e-6 in 2 of 17 runs on a
+    loaded CPU, while first fits in fresh processes were bitwise equal (9
+    of 9, loaded alike). The cause inside TensorFlow's runtime is not found.
     """
     if BACKEND == "tensorflow":
-        _check_in_own_process(tmp_path, recipe)
+        reference = _in_own_process(tmp_path / "a", recipe)
+        killed = _in_own_process(tmp_path / "b", recipe, crash_after=2)
+        assert killed == "killed"
+        resumed = _in_own_process(tmp_path / "b", recipe, scramble=True)
+        _check_resumed(reference, resumed)
     else:
         check_resume(tmp_path, recipe)
 
 
-def _check_in_own_process(tmp_path, recipe):
+def _in_own_process(backup_dir, recipe, crash_after=None, scramble=False):
+    """`_run` in a fresh Python process; its outcome (see `_outcome`), or
+    "killed" when the run crashed as asked."""
     tests = os.path.dirname(os.path.abspath(__file__))
+    out = f"{backup_dir}.npz"
     code = (
-        f"import sys, pathlib; sys.path.insert(0, {tests!r}); "
-        "import test_resume; "
-        f"test_resume.check_resume(pathlib.Path({str(tmp_path)!r}), {recipe!r}); "
-        "print('RESUME CHECKED')"
+        f"import sys; sys.path.insert(0, {tests!r}); import test_resume; "
+        f"test_resume._outcome_to({str(backup_dir)!r}, {recipe!r}, "
+        f"{crash_after!r}, {scramble!r}, {out!r})"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0 and "RESUME CHECKED" in done.stdout, (
-        done.stdout[-3000:] + done.stderr[-6000:]
+    if crash_after and done.returncode != 0 and "RuntimeError: killed" in done.stderr:
+        return "killed"
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    with np.load(out, allow_pickle=False) as saved:
+        return {key: saved[key] for key in saved.files}
+
+
+def _outcome_to(backup_dir, recipe, crash_after, scramble, out):
+    """Runs `_run` and saves what `_check_resumed` compares, as arrays."""
+    import pathlib
+
+    gan, history = _run(
+        pathlib.Path(backup_dir), crash_after, scramble=scramble, recipe=recipe
     )
+    np.savez(out, **_outcome(gan, history))
+
+
+def _outcome(gan, history):
+    """Everything a resumed run must share with the uninterrupted one."""
+    outcome = {f"state_{i}": w for i, w in enumerate(_state(gan))}
+    outcome |= {f"log_{k}": np.asarray(v) for k, v in history.history.items()}
+    outcome["epochs"] = np.asarray(history.epoch)
+    outcome["data_epochs"] = np.asarray(history.data_epochs)
+    outcome["steps"] = keras.ops.convert_to_numpy(gan.step_counter)
+    outcome["generated"] = keras.ops.convert_to_numpy(gan.generate(4, seed=0))
+    return outcome
+
+
+def _check_resumed(reference, resumed):
+    """The resumed run's last two epochs against the uninterrupted run's:
+    every weight and optimizer state and every log to 1e-6, the same
+    generated images."""
+    assert resumed["epochs"].tolist() == [2, 3]
+    # Each epoch has its own data order, and the resumed run picks it up.
+    assert reference["data_epochs"].tolist() == [0, 1, 2, 3]
+    assert resumed["data_epochs"].tolist() == [2, 3]
+    assert int(resumed["steps"]) == EPOCHS * 4
+    states = sorted(k for k in reference if k.startswith("state_"))
+    assert states == sorted(k for k in resumed if k.startswith("state_"))
+    for key in states:
+        np.testing.assert_allclose(reference[key], resumed[key], atol=1e-6, rtol=0)
+    logs = sorted(k for k in reference if k.startswith("log_"))
+    assert logs == sorted(k for k in resumed if k.startswith("log_"))
+    for key in logs:
+        np.testing.assert_allclose(resumed[key], reference[key][2:], atol=1e-6)
+    np.testing.assert_array_equal(resumed["generated"], reference["generated"])
 
 
 def check_resume(tmp_path, recipe):
     """Kills a run after epoch 2, resumes it, and compares with one that was
-    never interrupted: every weight and optimizer state to 1e-6."""
-    reference, ref_history = _run(tmp_path / "a", recipe=recipe)
+    never interrupted, all in this process."""
+    reference = _outcome(*_run(tmp_path / "a", recipe=recipe))
     with pytest.raises(RuntimeError, match="killed"):
         _run(tmp_path / "b", crash_after=2, recipe=recipe)
-    resumed, history = _run(tmp_path / "b", scramble=True, recipe=recipe)
-    assert history.epoch == [2, 3]
-    # Each epoch has its own data order, and the resumed run picks it up.
-    assert ref_history.data_epochs == [0, 1, 2, 3] and history.data_epochs == [2, 3]
-    assert int(keras.ops.convert_to_numpy(resumed.step_counter)) == EPOCHS * 4
-    for a, b in zip(_state(reference), _state(resumed), strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
-    for key in ref_history.history:
-        np.testing.assert_allclose(
-            history.history[key], ref_history.history[key][2:], atol=1e-6
-        )
-    np.testing.assert_array_equal(
-        resumed.generate(4, seed=0), reference.generate(4, seed=0)
-    )
+    resumed = _outcome(*_run(tmp_path / "b", scramble=True, recipe=recipe))
+    _check_resumed(reference, resumed)
