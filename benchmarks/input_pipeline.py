@@ -3,6 +3,7 @@
 Usage:
     python benchmarks/input_pipeline.py
     python benchmarks/input_pipeline.py --batch-size 256 --epochs 5
+    python benchmarks/input_pipeline.py --folder-images 4000
 
 For the offline MNIST subset and for CIFAR-10- and CelebA-64-shaped uint8
 arrays (random pixels, 50,000 and 20,000 images), it times full passes over
@@ -17,6 +18,7 @@ include building the pipeline), the bytes held in memory, and the ratio of
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -65,10 +67,56 @@ def _time(name, data_in, batch_size, epochs, **kwargs):
         )
 
 
+def _photo_folder(directory, count, rng):
+    """`count` JPEG photos of 178x218 (CelebA's size): smooth random colours."""
+    from PIL import Image
+
+    os.makedirs(directory, exist_ok=True)
+    rows, cols = np.mgrid[0:218, 0:178]
+    for i in range(count):
+        a, b, c = rng.uniform(0.01, 0.05, 3)
+        pixels = np.stack(
+            [np.sin(rows * a + i), np.cos(cols * b), np.sin((rows + cols) * c)], -1
+        )
+        pixels = ((pixels + 1) * 127.5).astype(np.uint8)
+        Image.fromarray(pixels).save(os.path.join(directory, f"{i:06d}.jpg"))
+
+
+def _time_folder(directory, batch_size, epochs):
+    options = {"batch_size": batch_size, "image_size": 64, "xflip": True}
+    rates = {}
+    for stream in (False, True):
+        how = "streamed" if stream else "held"
+        started = time.perf_counter()
+        images, _, info = data.read_images(directory, image_size=64, stream=stream)
+        read = time.perf_counter() - started
+        paths = {}
+        if keras.backend.backend() == "tensorflow":
+            paths["tf.data"] = data.load_images(directory, stream=stream, **options)
+        paths["EpochBatches"] = EpochBatches(images, batch_size=batch_size, xflip=True)
+        for path, ds in paths.items():
+            seconds = _passes(ds, epochs)
+            used = len(images) // batch_size * batch_size
+            rates[path, how] = used * (epochs - 1) / sum(seconds[1:])
+            base = rates.get(("tf.data", "held"), float("nan"))
+            print(
+                f"| jpg folder, {how} (listing/reading: {read:.1f} s) | {path} | "
+                f"{info['image_shape']} | {len(images):,} | "
+                f"{info['memory_bytes'] / 1e6:,.1f} MB | {seconds[0]:.2f} s | "
+                f"{rates[path, how]:,.0f} | {rates[path, how] / base:.2f} |"
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=4, help="passes (>= 2)")
+    parser.add_argument(
+        "--folder-images",
+        type=int,
+        default=2000,
+        help="JPEG photos in the folder case (0: skip it)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(
@@ -82,6 +130,10 @@ def main():
     _time("CIFAR-10-shaped", cifar, args.batch_size, args.epochs, xflip=True)
     celeba = rng.integers(0, 256, (20_000, 64, 64, 3), dtype=np.uint8)
     _time("CelebA-64-shaped", celeba, args.batch_size, args.epochs, xflip=True)
+    if args.folder_images:
+        with tempfile.TemporaryDirectory() as directory:
+            _photo_folder(directory, args.folder_images, rng)
+            _time_folder(directory, args.batch_size, args.epochs)
 
 
 if __name__ == "__main__":

@@ -38,13 +38,16 @@ class TrainConfig:
     # "tfds" | "offline" (for names); the size to bring every image to (an
     # int: square; None: the data's own, required for folders), the
     # channels (1, 3; None: the data's), how another aspect ratio is
-    # fitted ("crop", "pad", "squash") and a random left-right mirror.
+    # fitted ("crop", "pad", "squash") and a random left-right mirror;
+    # `stream`: read a folder's files batch by batch instead of holding its
+    # images in memory (for folders larger than memory).
     dataset: str = "mnist"
     source: str = "auto"
     image_size: int | None = None
     channels: int | None = None
     resize: str = "crop"
     xflip: bool = False
+    stream: bool = False
     # Train a class-conditional GAN on (images, labels).
     conditional: bool = False
     # The dataset's held-out split, evaluated after every epoch (`val_*`

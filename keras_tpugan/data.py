@@ -53,6 +53,7 @@ def load_images(
     image_key=None,
     label_key=None,
     data_dir=None,
+    stream=False,
     return_info=False,
 ):
     """Loads images as global batches in [-1, 1], for `GAN.fit`.
@@ -105,9 +106,13 @@ def load_images(
         label_key: The TFDS feature that holds the label (default:
             `"label"` when the dataset has it).
         data_dir: TFDS data directory.
+        stream: For a folder: read each batch's files as it is read
+            instead of holding every image in memory. Any other data
+            raises a `ValueError` with it.
         return_info: If True, also return a dict with `source`, `name`,
-            `num_examples`, `image_shape`, `num_classes`, `class_names`
-            and `memory_bytes` (the images held in memory).
+            `num_examples`, `image_shape`, `num_classes`, `class_names`,
+            `memory_bytes` (the images held in memory: 0 when streamed) and
+            `streamed`.
 
     Returns:
         The dataset, or `(dataset, info)` when `return_info` is True.
@@ -137,6 +142,7 @@ def load_images(
         image_key=image_key,
         label_key=label_key,
         data_dir=data_dir,
+        stream=stream,
     )
     if labels and class_ids is None:
         raise ValueError(
@@ -158,13 +164,24 @@ def load_images(
             "drop_remainder=True the dataset would yield nothing. Use a "
             "smaller batch size."
         )
-    logger.info(
-        "%d images of shape %s in memory: %.1f MB (%s).",
-        n,
-        info["image_shape"],
-        images.nbytes / 1e6,
-        images.dtype,
-    )
+    if info["streamed"]:
+        logger.warning(
+            "streaming %d images of shape %s from the files under %r: each "
+            "batch's files are decoded as it is read (%.1f MB of uint8 pixels "
+            "not held in memory).",
+            n,
+            info["image_shape"],
+            info["name"],
+            n * np.prod(info["image_shape"]) / 1e6,
+        )
+    else:
+        logger.info(
+            "%d images of shape %s in memory: %.1f MB (%s).",
+            n,
+            info["image_shape"],
+            images.nbytes / 1e6,
+            images.dtype,
+        )
     ds = _epoch_batches(
         images,
         np.zeros(n, "int32") if class_ids is None else class_ids,
@@ -188,16 +205,19 @@ def read_images(
     image_key=None,
     label_key=None,
     data_dir=None,
+    stream=False,
 ):
     """Reads images into memory as `load_images` does, without batching.
 
     Args:
         data, split, source, image_size, channels, resize, image_key,
-        label_key, data_dir: As for `load_images`.
+        label_key, data_dir, stream: As for `load_images`.
 
     Returns:
         `(images, labels, info)`: uint8 pixels (float32 in [-1, 1] for float
-        arrays) `(n, h, w, c)`, int32 class ids or None, and the info dict.
+        arrays) `(n, h, w, c)` (with `stream=True`, an
+        `image_files.FolderImages` that reads them on demand), int32 class
+        ids or None, and the info dict.
 
     Example:
 
@@ -208,9 +228,22 @@ def read_images(
     size = image_files.check_size(image_size)
     image_files.check_channels(channels)
     image_files.check_resize(resize)
-    if is_dataset(data):
+    folder = isinstance(data, str) and os.path.isdir(data)
+    if stream and not folder:
+        raise ValueError(
+            "Expected a folder of images with stream=True: only a folder's "
+            f"files are streamed. Received: {_describe(data)}. Use "
+            "stream=False (the images held in memory as uint8), or write the "
+            "images to a folder."
+        )
+    if stream:
+        images = image_files.FolderImages(data, size, channels=channels, resize=resize)
+        class_ids = images.labels
+        info = _info("folder", data, class_ids, images.class_names)
+        logger.info("training data = the image folder %r, streamed.", data)
+    elif is_dataset(data):
         images, class_ids, info = _from_dataset(data)
-    elif isinstance(data, str) and os.path.isdir(data):
+    elif folder:
         images, class_ids, names = image_files.read_folder(
             data, size, channels=channels, resize=resize
         )
@@ -222,15 +255,26 @@ def read_images(
         )
     else:
         images, class_ids, info = _from_arrays(data)
-    if size is not None and images.shape[1:3] != size:
-        images = np.stack([image_files.fit_image(x, size, resize) for x in images])
-    images = image_files.convert_channels(images, channels)
+    if not stream:
+        if size is not None and images.shape[1:3] != size:
+            images = np.stack([image_files.fit_image(x, size, resize) for x in images])
+        images = image_files.convert_channels(images, channels)
     info.update(
         num_examples=len(images),
         image_shape=tuple(int(d) for d in images.shape[1:]),
         memory_bytes=int(images.nbytes),
+        streamed=bool(stream),
     )
     return images, class_ids, info
+
+
+def _describe(data):
+    """A short description of `data` for error messages."""
+    if isinstance(data, str):
+        return f"{data!r} (a dataset name, or no such folder)"
+    if is_dataset(data):
+        return "a tf.data.Dataset"
+    return f"a {type(data).__name__}"
 
 
 def _info(source, name, class_ids, class_names=None, num_classes=None):
@@ -248,7 +292,8 @@ def _info(source, name, class_ids, class_names=None, num_classes=None):
 
 
 def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
-    """Global batches of one permutation per epoch, gathered from memory.
+    """Global batches of one permutation per epoch, gathered from memory
+    (or, for a streamed folder, decoded from the batch's files).
 
     On TensorFlow a `tf.data.Dataset`; on JAX an `EpochBatches`, which needs
     no TensorFlow. Both read the order of `epoch_order` (same seed and
@@ -265,7 +310,19 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         )
     n = len(images)
     steps = n // batch_size
-    stored = tf.constant(images)
+    if isinstance(images, image_files.FolderImages):
+        image_shape = images.shape[1:]
+
+        def read(order):  # the batch's files, decoded as it is read
+            pixels = tf.numpy_function(images.__getitem__, [order], tf.uint8)
+            return tf.ensure_shape(pixels, [batch_size, *image_shape])
+
+    else:
+        stored = tf.constant(images)
+
+        def read(order):
+            return tf.gather(stored, order)
+
     class_ids = tf.constant(class_ids, "int32")
 
     epoch = _epoch_variable()
@@ -293,7 +350,7 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         )
 
     def gather(order, flips):
-        batch = _scaled_batch(tf.gather(stored, order))
+        batch = _scaled_batch(read(order))
         batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
         return (batch, tf.gather(class_ids, order)) if labels else batch
 

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 
+from keras_tpugan.image_files import FolderImages
 from keras_tpugan.keyed_dropout import HASH_MULTIPLIERS
 
 
@@ -91,7 +92,8 @@ class EpochBatches(keras.utils.PyDataset):
     read by exactly one process.
 
     Args:
-        images: uint8 pixels `(n, h, w, c)`, or float32 images in [-1, 1].
+        images: uint8 pixels `(n, h, w, c)`, float32 images in [-1, 1], or
+            an `image_files.FolderImages` (a folder read batch by batch).
         labels: int32 class ids `(n,)`, or None (the batches are images
             only).
         batch_size: The GLOBAL batch size.
@@ -112,7 +114,8 @@ class EpochBatches(keras.utils.PyDataset):
         self, images, labels=None, batch_size=256, shuffle=True, seed=0, xflip=False
     ):
         super().__init__()
-        images = np.asarray(images)
+        if not isinstance(images, FolderImages):  # a folder streamed from disk
+            images = np.asarray(images)
         if images.ndim != 4 or images.dtype not in (np.uint8, np.float32):
             raise ValueError(
                 "Expected images of shape (n, h, w, c), uint8 or float32 in "

@@ -1,9 +1,11 @@
 """Reading image files and fitting images to one size, without TensorFlow.
 
 `read_folder` decodes a folder of image files (flat, or one subfolder per
-class, searched recursively) into one uint8 array; `fit_image` brings one
-image to a size by the resize policy (`RESIZE_POLICIES`). Both use Pillow
-and numpy only, so every backend can read images the same way.
+class, searched recursively) into one uint8 array; `FolderImages` stands
+for such an array without holding it, decoding the files of the rows it is
+indexed with (streaming, for folders larger than memory); `fit_image`
+brings one image to a size by the resize policy (`RESIZE_POLICIES`). They
+use Pillow and numpy only, so every backend can read images the same way.
 """
 
 import concurrent.futures
@@ -248,20 +250,12 @@ def read_folder(directory, image_size, channels=None, resize="crop"):
         )
 
     def read(path):
-        if not path.lower().endswith(IMAGE_EXTENSIONS):
-            return None, "not a png, jpg, webp or bmp file"
         try:
-            with Image.open(path) as image:
-                grey = image.mode in _GREY_MODES
-                image = image.convert("L" if grey else "RGB")
-                pixels = np.asarray(image)
-        except (OSError, ValueError, Image.DecompressionBombError) as e:
-            return None, f"{type(e).__name__}: {e}"
-        pixels = pixels.reshape(*pixels.shape[:2], -1)
-        return (fit_image(pixels, size, resize), grey), None
+            return _decode(path, size, resize), None
+        except _Unreadable as e:
+            return None, str(e)
 
-    workers = min(32, (os.cpu_count() or 1) + 4)
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
         results = list(pool.map(read, paths))
     kept = [i for i, (value, _) in enumerate(results) if value is not None]
     skipped = [(paths[i], why) for i, (value, why) in enumerate(results) if not value]
@@ -284,3 +278,151 @@ def read_folder(directory, image_size, channels=None, resize="crop"):
     if labels is not None:
         labels = labels[kept]
     return images, labels, class_names
+
+
+# Threads that decode files: Pillow releases the GIL while it decodes.
+_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+
+
+class _Unreadable(Exception):
+    """A file that is not a readable png, jpg, webp or bmp image."""
+
+
+def _decode(path, size, resize):
+    """`(pixels, grey)`: one file's uint8 pixels `(h, w, c)` fitted to `size`."""
+    if not path.lower().endswith(IMAGE_EXTENSIONS):
+        raise _Unreadable("not a png, jpg, webp or bmp file")
+    try:
+        with Image.open(path) as image:
+            grey = image.mode in _GREY_MODES
+            image = image.convert("L" if grey else "RGB")
+            pixels = np.asarray(image)
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise _Unreadable(f"{type(e).__name__}: {e}") from e
+    pixels = pixels.reshape(*pixels.shape[:2], -1)
+    return fit_image(pixels, size, resize), grey
+
+
+def _header(path):
+    """A file's Pillow mode, from its header alone (no pixels decoded)."""
+    if not path.lower().endswith(IMAGE_EXTENSIONS):
+        raise _Unreadable("not a png, jpg, webp or bmp file")
+    try:
+        with Image.open(path) as image:
+            return image.mode
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise _Unreadable(f"{type(e).__name__}: {e}") from e
+
+
+class FolderImages:
+    """The images of a folder as a uint8 array that is read from disk on demand.
+
+    What `read_folder` returns, without holding it: only the paths are in
+    memory, and indexing with rows (`images[rows]`) decodes those files (on
+    a pool of threads) exactly as `read_folder` would have, so a dataset
+    built on it yields the same batches. At construction every file's
+    header is read (not its pixels): files that are not images are skipped
+    with one warning, and `channels=None` becomes 1 if every image is grey,
+    else 3. A file that passes the header check but fails to decode later
+    raises a `ValueError` naming it.
+
+    Args:
+        directory: A folder, flat or with one subfolder per class.
+        image_size: `(height, width)` or an int.
+        channels: 1, 3 or None.
+        resize: One of `RESIZE_POLICIES`.
+
+    Attributes:
+        labels: int32 class ids (one per kept file) or None.
+        class_names: The class subfolders, or None.
+        paths: The kept files, in the stored (sorted) order.
+
+    Example:
+
+    ```python
+    images = FolderImages("photos/", 64)
+    images.shape  # (n, 64, 64, 3); nothing decoded yet
+    batch = images[np.array([3, 0, 7])]  # uint8 (3, 64, 64, 3)
+    ```
+    """
+
+    dtype = np.dtype("uint8")
+    ndim = 4
+
+    def __init__(self, directory, image_size, channels=None, resize="crop"):
+        size = check_size(image_size)
+        if size is None:
+            raise ValueError(
+                f"Expected image_size (an int, or (height, width)) for the image "
+                f"folder {directory!r}: its images can have any size. Received: "
+                "image_size=None."
+            )
+        check_channels(channels)
+        check_resize(resize)
+        paths, labels, class_names = list_images(directory)
+        if not paths:
+            raise ValueError(
+                f"Expected image files ({', '.join(IMAGE_EXTENSIONS)}) in "
+                f"{directory!r} or its subfolders. Received: an empty folder."
+            )
+
+        def mode(path):
+            try:
+                return _header(path), None
+            except _Unreadable as e:
+                return None, str(e)
+
+        with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
+            modes = list(pool.map(mode, paths))
+        kept = [i for i, (m, _) in enumerate(modes) if m is not None]
+        skipped = [(paths[i], why) for i, (m, why) in enumerate(modes) if m is None]
+        if not kept:
+            raise ValueError(
+                f"Expected readable images in {directory!r}. Received: "
+                f"{len(paths)} file(s), none of them a png, jpg, webp or bmp "
+                f"image (first: {skipped[0][0]!r}, {skipped[0][1]})."
+            )
+        if skipped:
+            warnings.warn(
+                f"Skipped {len(skipped)} of the {len(paths)} files under "
+                f"{directory!r} that are not readable images (first: "
+                f"{skipped[0][0]!r}, {skipped[0][1]}).",
+                stacklevel=3,
+            )
+        if channels is None:
+            channels = 1 if all(modes[i][0] in _GREY_MODES for i in kept) else 3
+        self.directory = directory
+        self.paths = [paths[i] for i in kept]
+        self.labels = None if labels is None else labels[kept]
+        self.class_names = class_names
+        self.size, self.channels, self.resize = size, channels, resize
+        self.shape = (len(self.paths), *size, channels)
+        self.nbytes = 0  # no pixels are held
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, rows):
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+            raise ValueError(
+                "Expected a 1-D array of integer rows. Received: "
+                f"shape {rows.shape}, dtype {rows.dtype}."
+            )
+        with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
+            images = list(pool.map(self._read, rows.tolist()))
+        if not images:
+            return np.zeros((0, *self.shape[1:]), "uint8")
+        return np.stack(images)
+
+    def _read(self, row):
+        path = self.paths[row]
+        try:
+            pixels, _ = _decode(path, self.size, self.resize)
+        except _Unreadable as e:
+            raise ValueError(
+                f"Expected every streamed file to decode. Received: {path!r}, "
+                f"{e}. Remove or replace the file and resume the run "
+                "(`--resume`)."
+            ) from e
+        return convert_channels(pixels, self.channels)

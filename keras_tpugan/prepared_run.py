@@ -73,7 +73,8 @@ def prepare(config, strategy=None, data=None):
     config's dtype policy, the strategy (`distribute.get_strategy(
     **config.strategy_options())` unless given), the check that the global batch splits
     over its replicas, the data (`load_images` with the config's dataset,
-    source, labels and seed) and the steps per epoch. `train`,
+    source, labels, seed, size, channels, resize, xflip and stream) and the
+    steps per epoch. `train`,
     `GANHyperModel`, `run_sweep` (through `train`) and the benchmark all
     start here, so every run of every tool is set up alike.
 
@@ -118,6 +119,7 @@ def prepare(config, strategy=None, data=None):
         channels=config.channels,
         resize=config.resize,
         xflip=config.xflip,
+        stream=config.stream,
         return_info=True,
     )
     steps = (info["num_examples"] or 0) // config.batch_size or None

@@ -202,6 +202,8 @@ def train(
         "data_source": info["source"],
         "dataset": config.dataset,
         "num_examples": info["num_examples"],
+        "data_streamed": info["streamed"],
+        "data_memory_bytes": info["memory_bytes"],
         "validation_split": config.validation_split if run.validation else None,
         "strategy": distribute.strategy_name(strategy),
         "backend": keras.backend.backend(),

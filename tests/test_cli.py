@@ -347,6 +347,8 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data_source"] == "folder" and summary["num_examples"] == 48
     assert summary["image_shape"] == [32, 32, 3]
+    assert not summary["data_streamed"]
+    assert summary["data_memory_bytes"] == 48 * 32 * 32 * 3  # uint8
     # Scored on a classifier of its own two classes, trained for the run.
     assert summary["quality_unavailable"] is None
     final = summary["final"]
@@ -366,12 +368,14 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     err = capsys.readouterr().err.strip()
     assert "has no labels" in err and "subfolder" in err and "\n" not in err
     # Unconditional, a flat folder trains, and says why it has no quality
-    # figures; grey at --channels 1.
+    # figures; grey at --channels 1, streamed from its files.
     argv = ["train", "--data", str(tmp_path / "flat"), "--image-size", "16"]
-    argv += [*TINY_RUN, "--channels", "1", "--out", str(tmp_path / "grey")]
-    assert cli.main(argv) == 0
+    argv += [*TINY_RUN, "--channels", "1", "--set", "stream=true"]
+    assert cli.main([*argv, "--out", str(tmp_path / "grey")]) == 0
     summary = json.loads((tmp_path / "grey" / "summary.json").read_text())
     assert summary["image_shape"] == [16, 16, 1]
+    assert summary["data_streamed"] and summary["data_memory_bytes"] == 0
+    assert summary["num_examples"] == 48
     assert "no labels" in summary["quality_unavailable"]
     assert "fcd" not in summary["final"]
 

@@ -49,6 +49,7 @@ def test_load_offline_mnist(caplog):
         "class_names": None,
         # Held as uint8: a quarter of the 12,544,000 bytes of float32.
         "memory_bytes": 4000 * 28 * 28,
+        "streamed": False,
     }
     images, labels = next(iter(ds))
     assert images.shape == (64, 28, 28, 1) and images.dtype == "float32"
@@ -387,3 +388,64 @@ def test_epoch_batches_yield_the_batches_of_the_tf_data_path(labels):
         EpochBatches(images, ids[:5], batch_size=10)
     with pytest.raises(ValueError, match=r"uint8 or float32 in \[-1, 1\]"):
         EpochBatches(images.astype("float64"), batch_size=10)
+
+
+def test_a_streamed_folder_gives_the_batches_held_in_memory(tmp_path, caplog):
+    # Photos of other sizes and aspect ratios, two classes, one grey: read
+    # from disk batch by batch, the same pixels, labels and order (flips
+    # included) as the folder read into memory, on both input paths.
+    rng = np.random.default_rng(0)
+    for i in range(21):
+        shape = [(9, 13, 3), (16, 10, 3), (11, 11)][i % 3]
+        pixels = rng.integers(0, 256, shape).astype("uint8")
+        _save(tmp_path / "photos" / f"class_{i % 2}" / f"{i:02d}.png", pixels)
+    kwargs = dict(image_size=8, batch_size=4, labels=True, seed=3, xflip=True)
+    folder = str(tmp_path / "photos")
+    held, held_info = data.load_images(folder, return_info=True, **kwargs)
+    with caplog.at_level(logging.WARNING, logger="keras_tpugan"):
+        streamed, info = data.load_images(
+            folder, stream=True, return_info=True, **kwargs
+        )
+    assert "streaming 21 images of shape (8, 8, 3)" in caplog.text
+    assert info["streamed"] and not held_info["streamed"]
+    assert info["memory_bytes"] == 0 and held_info["memory_bytes"] == 21 * 8 * 8 * 3
+    assert {k: v for k, v in info.items() if k not in ("streamed", "memory_bytes")} == {
+        k: v for k, v in held_info.items() if k not in ("streamed", "memory_bytes")
+    }
+    files = data.image_files.FolderImages(folder, 8)
+    python = EpochBatches(
+        files, files.labels, **{k: kwargs[k] for k in ("batch_size", "seed", "xflip")}
+    )
+    for epoch in (0, 1):
+        expected = _epoch(held, epoch)
+        assert len(expected) == 5
+        data.set_epoch(epoch)
+        try:
+            from_python = [python[i] for i in range(len(python))]
+        finally:
+            data.set_epoch(0)
+        for got in (_epoch(streamed, epoch), from_python):
+            for (x, y), (ex, ey) in zip(got, expected, strict=True):
+                assert x.dtype == ex.dtype and x.shape == ex.shape == (4, 8, 8, 3)
+                np.testing.assert_array_equal(x, ex)
+                np.testing.assert_array_equal(y, ey)
+
+
+def test_streaming_reads_folders_only_and_names_a_file_that_fails_later(tmp_path):
+    with pytest.raises(ValueError, match="Expected a folder of images with stream"):
+        data.load_images(np.zeros((8, 4, 4, 1), "uint8"), batch_size=4, stream=True)
+    with pytest.raises(ValueError, match="'cifar10' .*stream=False"):
+        data.load_images("cifar10", batch_size=4, stream=True)
+    pixels = np.random.default_rng(0).integers(0, 256, (16, 16, 3)).astype("uint8")
+    for i in range(4):
+        _save(tmp_path / f"{i}.png", pixels)
+    (tmp_path / "notes.txt").write_text("not an image")
+    # A file whose header reads but whose pixels are cut short.
+    whole = (tmp_path / "3.png").read_bytes()
+    (tmp_path / "3.png").write_bytes(whole[: len(whole) // 2])
+    with pytest.warns(UserWarning, match=r"Skipped 1 of the 5 files .*notes\.txt"):
+        files = data.image_files.FolderImages(str(tmp_path), 8)
+    assert files.shape == (4, 8, 8, 3) and files.nbytes == 0
+    assert files[np.array([2, 0])].shape == (2, 8, 8, 3)
+    with pytest.raises(ValueError, match=r"Expected every streamed file.*3\.png"):
+        files[np.array([3])]
