@@ -61,6 +61,19 @@ def test_arrays_the_offline_subset_and_folders_load_and_train(tmp_path):
         _digit_folder(tmp_path / "digits"), image_size=28, batch_size=8, labels=True
     )
     assert len(folder) == 2 and folder[0][0].shape == (8, 28, 28, 1)
+    # Streamed from its files: the same batches, nothing held.
+    streamed, info = ktg.data.load_images(
+        str(tmp_path / "digits"),
+        image_size=28,
+        batch_size=8,
+        labels=True,
+        stream=True,
+        return_info=True,
+    )
+    assert info["streamed"] and info["memory_bytes"] == 0
+    for i in range(2):
+        for a, b in zip(streamed[i], folder[i], strict=True):
+            np.testing.assert_array_equal(a, b)
     gan = tiny_gan(num_classes=2, ema_decay=0.9)
     out = tmp_path / "run"
     callbacks = [
