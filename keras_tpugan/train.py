@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 
 import keras
@@ -126,14 +127,15 @@ def train(
                 os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
             )
         ]
-    if chief and processes == 1:
-        # Saving the whole GAN from the chief alone stalls a JAX run of
-        # several processes (until their shutdown barrier times out).
-        files.append(
-            _Snapshots(os.path.join(workdir, "snapshots"), config.snapshot_every)
+    # Every process saves each snapshot (the others into a folder that is
+    # then deleted): saving reads the variables, which on JAX with several
+    # processes is a step every process must take, as TensorFlow's
+    # multi-worker checkpoints are written by all of them.
+    files.append(
+        _Snapshots(
+            os.path.join(workdir, "snapshots"), config.snapshot_every, chief=chief
         )
-    elif chief:
-        logger.info("snapshots: off with %d processes.", processes)
+    )
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
@@ -283,12 +285,17 @@ def _check_run_folder(config, workdir, resume):
 
 
 class _Snapshots(keras.callbacks.Callback):
-    """Saves the whole GAN every `every` epochs and after the last one."""
+    """Saves the whole GAN every `every` epochs and after the last one.
 
-    def __init__(self, directory, every):
+    Every process of a run saves; only the chief's files are kept (the
+    others write into a temporary folder that is deleted).
+    """
+
+    def __init__(self, directory, every, chief=True):
         super().__init__()
         self.directory = directory
         self.every = every
+        self.chief = chief
 
     def on_train_begin(self, logs=None):
         self._done = self._saved = None
@@ -303,8 +310,13 @@ class _Snapshots(keras.callbacks.Callback):
             self._save(self._done)
 
     def _save(self, epoch):
-        os.makedirs(self.directory, exist_ok=True)
-        self.model.save(os.path.join(self.directory, f"gan_epoch_{epoch:04d}.keras"))
+        name = f"gan_epoch_{epoch:04d}.keras"
+        if self.chief:
+            os.makedirs(self.directory, exist_ok=True)
+            self.model.save(os.path.join(self.directory, name))
+        else:
+            with tempfile.TemporaryDirectory() as scratch:
+                self.model.save(os.path.join(scratch, name))
         self._saved = epoch
 
 
