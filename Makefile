@@ -13,12 +13,15 @@ PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile
 
 .PHONY: demo test test-full lint install clean
 
-# uv installs the same packages as pip, about 4x faster from an empty cache
-# (25 s vs 105 s here); pip is the fallback where uv cannot install.
+# uv installs the same packages as pip about 3x faster from an empty cache
+# (31 s vs 105 s here), compiled to bytecode as pip does (without it every
+# process that imports TensorFlow compiles its sources again where
+# PYTHONDONTWRITEBYTECODE is set: `import keras_tpugan` 14.5 s instead of
+# 6.0 s); pip is the fallback where uv cannot install.
 $(BIN)/keras-tpugan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[cpu,jax,test]" \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[cpu,jax,test]" \
 	  || $(BIN)/python -m pip install --quiet -e ".[cpu,jax,test]"
 	touch $@
 
