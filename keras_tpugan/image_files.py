@@ -233,50 +233,12 @@ def read_folder(directory, image_size, channels=None, resize="crop"):
         `(images, labels, class_names)`: uint8 `(n, h, w, c)`, int32
         labels or None, class names or None.
     """
-    size = check_size(image_size)
-    if size is None:
-        raise ValueError(
-            f"Expected image_size (an int, or (height, width)) for the image "
-            f"folder {directory!r}: its images can have any size. Received: "
-            "image_size=None."
-        )
-    check_channels(channels)
-    check_resize(resize)
-    paths, labels, class_names = list_images(directory)
-    if not paths:
-        raise ValueError(
-            f"Expected image files ({', '.join(IMAGE_EXTENSIONS)}) in "
-            f"{directory!r} or its subfolders. Received: an empty folder."
-        )
-
-    def read(path):
-        try:
-            return _decode(path, size, resize), None
-        except _Unreadable as e:
-            return None, str(e)
-
-    with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
-        results = list(pool.map(read, paths))
-    kept = [i for i, (value, _) in enumerate(results) if value is not None]
-    skipped = [(paths[i], why) for i, (value, why) in enumerate(results) if not value]
-    if not kept:
-        raise ValueError(
-            f"Expected readable images in {directory!r}. Received: {len(paths)} "
-            f"file(s), none of them a readable png, jpg, webp or bmp image "
-            f"(first: {skipped[0][0]!r}, {skipped[0][1]})."
-        )
-    if skipped:
-        warnings.warn(
-            f"Skipped {len(skipped)} of the {len(paths)} files under "
-            f"{directory!r} that are not readable images (first: "
-            f"{skipped[0][0]!r}, {skipped[0][1]}).",
-            stacklevel=3,
-        )
+    _, _, labels, class_names, decoded = _scan(
+        directory, image_size, channels, resize, _decode
+    )
     if channels is None:
-        channels = 1 if all(results[i][0][1] for i in kept) else 3
-    images = np.stack([convert_channels(results[i][0][0], channels) for i in kept])
-    if labels is not None:
-        labels = labels[kept]
+        channels = 1 if all(grey for _, grey in decoded) else 3
+    images = np.stack([convert_channels(pixels, channels) for pixels, _ in decoded])
     return images, labels, class_names
 
 
@@ -303,8 +265,9 @@ def _decode(path, size, resize):
     return fit_image(pixels, size, resize), grey
 
 
-def _header(path):
-    """A file's Pillow mode, from its header alone (no pixels decoded)."""
+def _header(path, size, resize):
+    """A file's Pillow mode, from its header alone (no pixels decoded; `size`
+    and `resize` are `_decode`'s, unused)."""
     if not path.lower().endswith(IMAGE_EXTENSIONS):
         raise _Unreadable("not a png, jpg, webp or bmp file")
     try:
@@ -312,6 +275,65 @@ def _header(path):
             return image.mode
     except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise _Unreadable(f"{type(e).__name__}: {e}") from e
+
+
+def _scan(directory, image_size, channels, resize, probe):
+    """Checks the arguments, lists a folder and probes every file.
+
+    `probe(path, size, resize)` (`_decode` or `_header`) runs on a pool of
+    threads; files it finds unreadable are skipped with one warning that
+    says how many and names the first.
+
+    Returns:
+        `(size, paths, labels, class_names, values)` for the kept files:
+        `values[i]` is what `probe` returned for `paths[i]`.
+    """
+    size = check_size(image_size)
+    if size is None:
+        raise ValueError(
+            f"Expected image_size (an int, or (height, width)) for the image "
+            f"folder {directory!r}: its images can have any size. Received: "
+            "image_size=None."
+        )
+    check_channels(channels)
+    check_resize(resize)
+    paths, labels, class_names = list_images(directory)
+    if not paths:
+        raise ValueError(
+            f"Expected image files ({', '.join(IMAGE_EXTENSIONS)}) in "
+            f"{directory!r} or its subfolders. Received: an empty folder."
+        )
+
+    def run(path):
+        try:
+            return probe(path, size, resize), None
+        except _Unreadable as e:
+            return None, str(e)
+
+    with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
+        results = list(pool.map(run, paths))
+    kept = [i for i, (value, _) in enumerate(results) if value is not None]
+    skipped = [(paths[i], why) for i, (value, why) in enumerate(results) if not value]
+    if not kept:
+        raise ValueError(
+            f"Expected readable images in {directory!r}. Received: {len(paths)} "
+            f"file(s), none of them a readable png, jpg, webp or bmp image "
+            f"(first: {skipped[0][0]!r}, {skipped[0][1]})."
+        )
+    if skipped:
+        warnings.warn(
+            f"Skipped {len(skipped)} of the {len(paths)} files under "
+            f"{directory!r} that are not readable images (first: "
+            f"{skipped[0][0]!r}, {skipped[0][1]}).",
+            stacklevel=4,
+        )
+    return (
+        size,
+        [paths[i] for i in kept],
+        None if labels is None else labels[kept],
+        class_names,
+        [results[i][0] for i in kept],
+    )
 
 
 class FolderImages:
@@ -350,50 +372,14 @@ class FolderImages:
     ndim = 4
 
     def __init__(self, directory, image_size, channels=None, resize="crop"):
-        size = check_size(image_size)
-        if size is None:
-            raise ValueError(
-                f"Expected image_size (an int, or (height, width)) for the image "
-                f"folder {directory!r}: its images can have any size. Received: "
-                "image_size=None."
-            )
-        check_channels(channels)
-        check_resize(resize)
-        paths, labels, class_names = list_images(directory)
-        if not paths:
-            raise ValueError(
-                f"Expected image files ({', '.join(IMAGE_EXTENSIONS)}) in "
-                f"{directory!r} or its subfolders. Received: an empty folder."
-            )
-
-        def mode(path):
-            try:
-                return _header(path), None
-            except _Unreadable as e:
-                return None, str(e)
-
-        with concurrent.futures.ThreadPoolExecutor(_WORKERS) as pool:
-            modes = list(pool.map(mode, paths))
-        kept = [i for i, (m, _) in enumerate(modes) if m is not None]
-        skipped = [(paths[i], why) for i, (m, why) in enumerate(modes) if m is None]
-        if not kept:
-            raise ValueError(
-                f"Expected readable images in {directory!r}. Received: "
-                f"{len(paths)} file(s), none of them a png, jpg, webp or bmp "
-                f"image (first: {skipped[0][0]!r}, {skipped[0][1]})."
-            )
-        if skipped:
-            warnings.warn(
-                f"Skipped {len(skipped)} of the {len(paths)} files under "
-                f"{directory!r} that are not readable images (first: "
-                f"{skipped[0][0]!r}, {skipped[0][1]}).",
-                stacklevel=3,
-            )
+        size, paths, labels, class_names, modes = _scan(
+            directory, image_size, channels, resize, _header
+        )
         if channels is None:
-            channels = 1 if all(modes[i][0] in _GREY_MODES for i in kept) else 3
+            channels = 1 if all(mode in _GREY_MODES for mode in modes) else 3
         self.directory = directory
-        self.paths = [paths[i] for i in kept]
-        self.labels = None if labels is None else labels[kept]
+        self.paths = paths
+        self.labels = labels
         self.class_names = class_names
         self.size, self.channels, self.resize = size, channels, resize
         self.shape = (len(self.paths), *size, channels)
