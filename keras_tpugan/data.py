@@ -236,19 +236,24 @@ def read_images(
             "stream=False (the images held in memory as uint8), or write the "
             "images to a folder."
         )
-    if stream:
-        images = image_files.FolderImages(data, size, channels=channels, resize=resize)
-        class_ids = images.labels
-        info = _info("folder", data, class_ids, images.class_names)
-        logger.info("training data = the image folder %r, streamed.", data)
-    elif is_dataset(data):
+    if is_dataset(data):
         images, class_ids, info = _from_dataset(data)
     elif folder:
-        images, class_ids, names = image_files.read_folder(
-            data, size, channels=channels, resize=resize
-        )
+        if stream:
+            images = image_files.FolderImages(
+                data, size, channels=channels, resize=resize
+            )
+            class_ids, names = images.labels, images.class_names
+        else:
+            images, class_ids, names = image_files.read_folder(
+                data, size, channels=channels, resize=resize
+            )
         info = _info("folder", data, class_ids, names)
-        logger.info("training data = the image folder %r.", data)
+        logger.info(
+            "training data = the image folder %r%s.",
+            data,
+            ", streamed" if stream else "",
+        )
     elif isinstance(data, str):
         images, class_ids, info = _from_name(
             data, split, source, data_dir, size, resize, image_key, label_key

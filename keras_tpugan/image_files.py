@@ -250,17 +250,26 @@ class _Unreadable(Exception):
     """A file that is not a readable png, jpg, webp or bmp image."""
 
 
-def _decode(path, size, resize):
-    """`(pixels, grey)`: one file's uint8 pixels `(h, w, c)` fitted to `size`."""
+def _opened(path, read):
+    """`read(image)` of a file opened with Pillow; `_Unreadable` when the file
+    is not a png, jpg, webp or bmp image Pillow can read."""
     if not path.lower().endswith(IMAGE_EXTENSIONS):
         raise _Unreadable("not a png, jpg, webp or bmp file")
     try:
         with Image.open(path) as image:
-            grey = image.mode in _GREY_MODES
-            image = image.convert("L" if grey else "RGB")
-            pixels = np.asarray(image)
+            return read(image)
     except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise _Unreadable(f"{type(e).__name__}: {e}") from e
+
+
+def _decode(path, size, resize):
+    """`(pixels, grey)`: one file's uint8 pixels `(h, w, c)` fitted to `size`."""
+
+    def pixels(image):
+        grey = image.mode in _GREY_MODES
+        return np.asarray(image.convert("L" if grey else "RGB")), grey
+
+    pixels, grey = _opened(path, pixels)
     pixels = pixels.reshape(*pixels.shape[:2], -1)
     return fit_image(pixels, size, resize), grey
 
@@ -268,13 +277,7 @@ def _decode(path, size, resize):
 def _header(path, size, resize):
     """A file's Pillow mode, from its header alone (no pixels decoded; `size`
     and `resize` are `_decode`'s, unused)."""
-    if not path.lower().endswith(IMAGE_EXTENSIONS):
-        raise _Unreadable("not a png, jpg, webp or bmp file")
-    try:
-        with Image.open(path) as image:
-            return image.mode
-    except (OSError, ValueError, Image.DecompressionBombError) as e:
-        raise _Unreadable(f"{type(e).__name__}: {e}") from e
+    return _opened(path, lambda image: image.mode)
 
 
 def _scan(directory, image_size, channels, resize, probe):
