@@ -229,6 +229,28 @@ def test_jax_step_sees_the_global_batch_sharded_over_the_devices():
     assert len(variable.sharding.device_set) == 4  # replicated on the 4 devices
 
 
+@pytest.mark.jax_only
+def test_one_device_compiles_the_step_once_per_run(caplog):
+    # A new GAN's variables, and the metrics Keras resets before every
+    # epoch and validation, are committed to the device like the step's
+    # outputs: jax.jit compiled a program per mix (three train steps and
+    # two validation steps for this fit).
+    import jax
+
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=1)
+    gan = tiny_gan(strategy=strategy, compile_kwargs={"jit_compile": True})
+    with jax.log_compiles(True), caplog.at_level("WARNING", logger="jax"):
+        gan.fit(
+            batches(random_images(16), 8),
+            validation_data=batches(random_images(8, seed=1), 8),
+            epochs=3,
+            verbose=0,
+        )
+    compiled = [r.getMessage().split(" with ")[0] for r in caplog.records]
+    assert compiled.count("Compiling jit(train_step)") == 1, compiled
+    assert compiled.count("Compiling jit(test_step)") == 1, compiled
+
+
 def test_mixed_bfloat16_with_xla_trains_with_float32_variables():
     ktg.precision.configure("mixed_bfloat16")
     gan = tiny_gan(compile_kwargs={"jit_compile": True})

@@ -374,6 +374,25 @@ class JAXGANStep(GANStep):
             ),
         }
 
+    def reset_metrics(self):
+        """Resets the metrics; see `keras.Model.reset_metrics`.
+
+        Keras resets them before every epoch and evaluation. On one device,
+        the values it resets to (and a new GAN's variables) are not
+        committed to it, while the step's outputs are, and
+        `jax.jit` compiles a program for each mix: the step was compiled
+        three times in a two-epoch fit, and the validation step twice.
+        Here every variable the step reads is committed to the device it
+        is on, so one program serves the whole run.
+        """
+        super().reset_metrics()
+        _commit_to_device(
+            self.trainable_variables
+            + self.non_trainable_variables
+            + (self.optimizer.variables if self.optimizer is not None else [])
+            + self.metrics_variables
+        )
+
     def _flat_all_reduce_pays(self):
         """Whether to sum each update's gradients as one flat buffer.
 
@@ -482,3 +501,13 @@ class _State:
 
     def values(self):
         return tuple(self._lists)
+
+
+def _commit_to_device(variables):
+    """Commits each variable's value to the one device it is on (see
+    `JAXGANStep.reset_metrics`); committed values are left as they are."""
+    for variable in variables:
+        value = variable.value
+        if isinstance(value, jax.Array) and not value.committed:
+            (device,) = value.devices()
+            variable.assign(jax.device_put(value, device))
