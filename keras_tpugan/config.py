@@ -39,8 +39,8 @@ class TrainConfig:
     # int: square; None: the data's own, required for folders), the
     # channels (1, 3; None: the data's), how another aspect ratio is
     # fitted ("crop", "pad", "squash") and a random left-right mirror;
-    # `stream`: read a folder's files batch by batch instead of holding its
-    # images in memory (for folders larger than memory).
+    # `stream`: read a folder's files, or a TFDS split's, batch by batch
+    # instead of holding the images in memory (for data larger than memory).
     dataset: str = "mnist"
     source: str = "auto"
     image_size: int | None = None

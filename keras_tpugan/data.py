@@ -36,6 +36,9 @@ OFFLINE_SPLITS = {
     "all": slice(None),
 }
 _DOWNLOAD_HOST = ("storage.googleapis.com", 443)
+# Examples in a streamed TFDS split's shuffle buffer (encoded: CelebA's
+# JPEGs take about 150 MB), mixed after its files are read in a new order.
+STREAM_SHUFFLE_BUFFER = 10_000
 
 
 def load_images(
@@ -106,9 +109,14 @@ def load_images(
         label_key: The TFDS feature that holds the label (default:
             `"label"` when the dataset has it).
         data_dir: TFDS data directory.
-        stream: For a folder: read each batch's files as it is read
-            instead of holding every image in memory. Any other data
-            raises a `ValueError` with it.
+        stream: Read the data batch by batch instead of holding every
+            image in memory. A folder: each batch's files are decoded as
+            it is read, in the same order as held. A TFDS name (TensorFlow
+            backend): the split's files are read in an order drawn from
+            `(seed, epoch)` through a shuffle buffer of
+            `STREAM_SHUFFLE_BUFFER` examples seeded alike (with
+            `shuffle=False`, in TFDS's read order). Other data raises a
+            `ValueError` with it.
         return_info: If True, also return a dict with `source`, `name`,
             `num_examples`, `image_shape`, `num_classes`, `class_names`,
             `memory_bytes` (the images held in memory: 0 when streamed) and
@@ -132,6 +140,25 @@ def load_images(
             "Expected a positive integer `batch_size`. Received: "
             f"batch_size={batch_size!r}."
         )
+    if stream and isinstance(data, str) and not os.path.isdir(data):
+        ds, info = _streamed_tfds(
+            data,
+            split=split,
+            source=source,
+            data_dir=data_dir,
+            batch_size=batch_size,
+            labels=labels,
+            shuffle=shuffle,
+            seed=seed,
+            xflip=xflip,
+            size=image_files.check_size(image_size),
+            channels=image_files.check_channels(channels),
+            resize=image_files.check_resize(resize),
+            image_key=image_key,
+            label_key=label_key,
+        )
+        _NORMALIZED.add(ds)
+        return (ds, info) if return_info else ds
     images, class_ids, info = read_images(
         data,
         split=split,
@@ -144,26 +171,9 @@ def load_images(
         data_dir=data_dir,
         stream=stream,
     )
-    if labels and class_ids is None:
-        raise ValueError(
-            f"Expected labelled data with labels=True. Received: {info['name']!r} "
-            f"({info['source']}), which has no labels. "
-            + (
-                "Put each class's images in a subfolder of its own, or train "
-                "without labels (conditional=False)."
-                if info["source"] == "folder"
-                else "Name its label feature with `label_key`, or train "
-                "without labels (conditional=False)."
-            )
-        )
+    _check_labels(labels, class_ids is not None, info)
     n = len(images)
-    if n < batch_size:
-        raise ValueError(
-            f"Expected batch_size <= the {n} images of {info['name']!r} "
-            f"({info['source']}). Received: batch_size={batch_size}; with "
-            "drop_remainder=True the dataset would yield nothing. Use a "
-            "smaller batch size."
-        )
+    _check_batch_size(batch_size, n, info)
     if info["streamed"]:
         logger.warning(
             "streaming %d images of shape %s from the files under %r: each "
@@ -193,6 +203,31 @@ def load_images(
     )
     _NORMALIZED.add(ds)
     return (ds, info) if return_info else ds
+
+
+def _check_labels(labels, labelled, info):
+    if labels and not labelled:
+        raise ValueError(
+            f"Expected labelled data with labels=True. Received: {info['name']!r} "
+            f"({info['source']}), which has no labels. "
+            + (
+                "Put each class's images in a subfolder of its own, or train "
+                "without labels (conditional=False)."
+                if info["source"] == "folder"
+                else "Name its label feature with `label_key`, or train "
+                "without labels (conditional=False)."
+            )
+        )
+
+
+def _check_batch_size(batch_size, n, info):
+    if n < batch_size:
+        raise ValueError(
+            f"Expected batch_size <= the {n} images of {info['name']!r} "
+            f"({info['source']}). Received: batch_size={batch_size}; with "
+            "drop_remainder=True the dataset would yield nothing. Use a "
+            "smaller batch size."
+        )
 
 
 def read_images(
@@ -554,39 +589,11 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
     """A TFDS split in memory: its image feature (uint8) and label, if any."""
     tfds = _tfds()
 
-    ClassLabel, Image = tfds.features.ClassLabel, tfds.features.Image
-
     ds, tfds_info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
     features = tfds_info.features
-    images_found = [k for k, f in features.items() if isinstance(f, Image)]
-    if image_key is None:
-        image_key = "image" if "image" in images_found else None
-        if image_key is None and len(images_found) == 1:
-            image_key = images_found[0]
-    if image_key not in images_found:
-        raise ValueError(
-            f"Expected `image_key` to name an image feature of TFDS {name!r}: "
-            f"one of {images_found}. Received: image_key={image_key!r}."
-        )
-    if (
-        label_key is None
-        and "label" in features
-        and isinstance(features["label"], ClassLabel)
-    ):
-        label_key = "label"
-    num_classes = None
-    if label_key is not None:
-        if label_key not in features or not isinstance(features[label_key], ClassLabel):
-            labels_found = [
-                k
-                for k, f in features.items()
-                if isinstance(f, tfds.features.ClassLabel)
-            ]
-            raise ValueError(
-                f"Expected `label_key` to name a class-label feature of TFDS "
-                f"{name!r}: one of {labels_found}. Received: label_key={label_key!r}."
-            )
-        num_classes = features[label_key].num_classes
+    image_key, label_key, num_classes = _tfds_keys(
+        tfds, name, features, image_key, label_key
+    )
     logger.info(
         "training data = TFDS %r split %r (image %r, label %r).",
         name,
@@ -618,6 +625,212 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
     images = np.concatenate(images).astype("uint8", copy=False)
     class_ids = np.concatenate(class_ids) if label_key else None
     return images, class_ids, _info("tfds", name, class_ids, num_classes=num_classes)
+
+
+def _streamed_tfds(
+    name,
+    split,
+    source,
+    data_dir,
+    batch_size,
+    labels,
+    shuffle,
+    seed,
+    xflip,
+    size,
+    channels,
+    resize,
+    image_key,
+    label_key,
+):
+    """A TFDS split read from its files batch by batch (`stream=True`).
+
+    Every epoch reads the split's files in an order drawn from (seed,
+    epoch), interleaved, through a shuffle buffer seeded from (seed,
+    epoch), so the order is a function of the two alone (exact resume) and
+    the global batch the same for any replica or process count. Records
+    are decoded after the buffer (it holds encoded examples), each brought
+    to `size` and `channels` as `read_images` brings a held one.
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "Expected the TensorFlow backend to stream a TFDS dataset (its "
+            "files are read with tf.data). Received: stream=True for "
+            f"{name!r} on the {keras.backend.backend()} backend. Use "
+            "stream=False (the images held in memory as uint8), or write the "
+            "images to a folder, which streams on any backend."
+        )
+    if source not in SOURCES:
+        raise ValueError(
+            f"Expected `source` in {SOURCES}. Received: source={source!r}."
+        )
+    if source == "offline" or (
+        source == "auto" and not _tfds_available(name, data_dir)
+    ):
+        raise ValueError(
+            f"Expected a TFDS dataset on disk to stream. Received: {name!r} "
+            f"with source={source!r}, which TFDS has not prepared in "
+            f"{data_dir or 'its data dir'} and cannot download here. Prepare "
+            f"it on a machine with internet (`tfds build {name}`), or use "
+            "stream=False (the offline MNIST subset is 4,000 images)."
+        )
+    tfds = _tfds()
+    builder = tfds.builder(name, data_dir=data_dir)
+    if not builder.is_prepared():
+        builder.download_and_prepare()
+    file_format = builder.info.file_format
+    if file_format is not None and file_format.value != "tfrecord":
+        raise ValueError(
+            f"Expected TFDS {name!r} stored as tfrecord files to stream. "
+            f"Received: {file_format.value} files in {builder.data_dir}. "
+            "Use stream=False, or prepare it as tfrecord (`tfds build "
+            f"{name} --file_format=tfrecord`)."
+        )
+    features = builder.info.features
+    image_key, label_key, num_classes = _tfds_keys(
+        tfds, name, features, image_key, label_key
+    )
+    _check_labels(labels, label_key is not None, {"name": name, "source": "tfds"})
+    stored = features[image_key].shape
+    fixed = None not in stored[:2]
+    if not fixed and size is None:
+        raise ValueError(
+            f"Expected image_size for TFDS {name!r}: its images have no fixed "
+            f"size ({stored}). Received: image_size=None."
+        )
+    if stored[-1] is None and channels is None:
+        raise ValueError(
+            f"Expected `channels` for TFDS {name!r}: its images have no fixed "
+            f"channel count ({stored}). Received: channels=None."
+        )
+    have = stored[-1] or channels
+    out_channels = image_files.convert_channels(np.zeros((1, have), "uint8"), channels)
+    image_shape = (*(size or stored[:2]), out_channels.shape[-1])
+    instructions = builder.info.splits[split].file_instructions
+    n = sum(i.take for i in instructions)
+    info = {
+        **_info("tfds", name, None, num_classes=num_classes),
+        "num_examples": n,
+        "image_shape": tuple(int(d) for d in image_shape),
+        "memory_bytes": 0,
+        "streamed": True,
+    }
+    _check_batch_size(batch_size, n, info)
+    steps = n // batch_size
+    files = tf.constant([i.filename for i in instructions])
+    skips = tf.constant([i.skip for i in instructions], "int64")
+    takes = tf.constant([i.take for i in instructions], "int64")
+    buffer = min(n, STREAM_SHUFFLE_BUFFER)
+    epoch = _epoch_variable()
+
+    def fitted(image):  # as read_images fits a held image
+        if size is not None and (not fixed or image.shape[:2] != size):
+            image = image_files.fit_image(image, size, resize)
+        return image_files.convert_channels(image, channels)
+
+    def decode(record):
+        example = features.deserialize_example(record)
+        image = example[image_key]
+        if image.shape[:2] != image_shape[:2] or image.shape[-1] != image_shape[-1]:
+            image = tf.numpy_function(fitted, [image], tf.uint8)
+        image = tf.ensure_shape(image, image_shape)
+        label = example[label_key] if label_key else tf.constant(0, "int64")
+        return image, tf.cast(label, "int32")
+
+    def one_epoch(_):
+        # Read when a pass starts, as `_epoch_batches` reads it.
+        e = epoch.read_value()
+        order = tf.range(len(instructions))
+        if shuffle:
+            order = tf.argsort(
+                tf.cast(_tf_epoch_keys(len(instructions), seed, e, 2), tf.int64),
+                stable=True,
+            )
+        shards = tf.data.Dataset.from_tensor_slices(
+            tuple(tf.gather(x, order) for x in (files, skips, takes))
+        )
+        records = shards.interleave(
+            lambda f, skip, take: tf.data.TFRecordDataset(f).skip(skip).take(take),
+            # Unshuffled: TFDS's own read order (16 files at a time, 16
+            # records from each), as `stream=False` reads the split.
+            cycle_length=min(len(instructions), 16),
+            block_length=1 if shuffle else 16,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        if shuffle:
+            # The buffer's seed from (seed, epoch) alone: TensorFlow's global
+            # seed would otherwise enter it.
+            tf.compat.v1.get_default_graph().seed = 1
+            key = tf.cast(_tf_epoch_keys(1, seed, e, 3)[0], tf.int64)
+            records = records.shuffle(buffer, seed=key)
+        used = steps * batch_size
+        examples = records.take(used).map(
+            decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        )
+        if xflip:
+            flips = tf.bitwise.right_shift(_tf_epoch_keys(n, seed, e, 1), 31) == 1
+        else:
+            flips = tf.zeros([n], "bool")
+        return tf.data.Dataset.zip(
+            examples, tf.data.Dataset.from_tensor_slices(flips[:used])
+        )
+
+    def scaled(examples, flips):
+        images, class_ids = examples
+        batch = _scaled_batch(images)
+        batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
+        return (batch, class_ids) if labels else batch
+
+    ds = tf.data.Dataset.range(1).flat_map(one_epoch)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.map(scaled, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+    logger.warning(
+        "streaming %d images of TFDS %r split %r from its %d file(s), %s "
+        "(%.1f MB of uint8 pixels not held in memory).",
+        n,
+        name,
+        split,
+        len(instructions),
+        f"each epoch in a new file order through a shuffle buffer of {buffer} examples"
+        if shuffle
+        else "in their stored order",
+        n * np.prod(image_shape) / 1e6,
+    )
+    return ds.prefetch(tf.data.AUTOTUNE), info
+
+
+def _tfds_keys(tfds, name, features, image_key, label_key):
+    """The image and label features to read: `(image_key, label_key,
+    num_classes)`, the defaults filled in and checked."""
+    ClassLabel, Image = tfds.features.ClassLabel, tfds.features.Image
+    images_found = [k for k, f in features.items() if isinstance(f, Image)]
+    if image_key is None:
+        image_key = "image" if "image" in images_found else None
+        if image_key is None and len(images_found) == 1:
+            image_key = images_found[0]
+    if image_key not in images_found:
+        raise ValueError(
+            f"Expected `image_key` to name an image feature of TFDS {name!r}: "
+            f"one of {images_found}. Received: image_key={image_key!r}."
+        )
+    if (
+        label_key is None
+        and "label" in features
+        and isinstance(features["label"], ClassLabel)
+    ):
+        label_key = "label"
+    num_classes = None
+    if label_key is not None:
+        if label_key not in features or not isinstance(features[label_key], ClassLabel):
+            labels_found = [k for k, f in features.items() if isinstance(f, ClassLabel)]
+            raise ValueError(
+                f"Expected `label_key` to name a class-label feature of TFDS "
+                f"{name!r}: one of {labels_found}. Received: label_key={label_key!r}."
+            )
+        num_classes = features[label_key].num_classes
+    return image_key, label_key, num_classes
 
 
 def _tfds_available(name, data_dir):

@@ -155,12 +155,23 @@ def _validation_data(config, replicas):
             image_size=config.image_size,
             channels=config.channels,
             resize=config.resize,
+            stream=config.stream,
             return_info=True,
         )
 
     # The split's size first: one that is smaller than a training batch is
     # validated in one smaller batch (still split evenly over the replicas).
-    _, info = held_out(replicas)
+    try:
+        _, info = held_out(replicas)
+    except ValueError as e:
+        if "Unknown split" not in str(e):
+            raise
+        raise ValueError(
+            f"Expected validation_split to name a split of {config.dataset!r}. "
+            f"Received: validation_split={config.validation_split!r} ({e}). "
+            "Set it to one of those splits, or to none (`--set "
+            "validation_split=none`)."
+        ) from e
     count = info["num_examples"]
     batch = config.batch_size
     if count is not None and count < batch:

@@ -3,6 +3,7 @@ import logging
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 from PIL import Image
 
@@ -449,3 +450,96 @@ def test_streaming_reads_folders_only_and_names_a_file_that_fails_later(tmp_path
     assert files[np.array([2, 0])].shape == (2, 8, 8, 3)
     with pytest.raises(ValueError, match=r"Expected every streamed file.*3\.png"):
         files[np.array([3])]
+
+
+class NumberedPhotos(tfds.core.GeneratorBasedBuilder):
+    """A TFDS dataset made here: 60 photos of 12x10x3, the red channel of
+    photo i is 4 * i, labelled i % 3, written in three files."""
+
+    name = "keras_tpugan_numbered_photos"
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+        features = tfds.features.FeaturesDict(
+            {
+                "image": tfds.features.Image(shape=(None, None, 3)),
+                "label": tfds.features.ClassLabel(num_classes=3),
+            }
+        )
+        return tfds.core.DatasetInfo(builder=self, features=features)
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        rng = np.random.default_rng(0)
+        for i in range(60):
+            image = rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)
+            image[..., 0] = 4 * i
+            yield i, {"image": image, "label": i % 3}
+
+
+def _ids(images):
+    return np.round((images[:, 0, 0, 0] + 1) * 127.5 / 4).astype(int)
+
+
+def test_a_tfds_split_streams_from_its_files_keyed_by_seed_and_epoch(tmp_path, caplog):
+    builder = NumberedPhotos(data_dir=str(tmp_path))
+    shards = tfds.download.DownloadConfig(num_shards=3)
+    builder.download_and_prepare(download_config=shards)
+    name = NumberedPhotos.name
+    kwargs = dict(data_dir=str(tmp_path), image_size=8, batch_size=16, labels=True)
+
+    def read(*a, **k):
+        return [tuple(b) for b in data.load_images(name, *a, **kwargs, **k)]
+
+    # Unshuffled: TFDS's read order, each 12x10 photo cropped and resized as
+    # a held one is, bitwise.
+    with caplog.at_level(logging.WARNING, logger="keras_tpugan"):
+        streamed, info = data.load_images(
+            name, **kwargs, shuffle=False, stream=True, return_info=True
+        )
+    assert "streaming 60 images of TFDS" in caplog.text and "3 file(s)" in caplog.text
+    assert info["streamed"] and info["memory_bytes"] == 0
+    assert info["num_examples"] == 60 and info["image_shape"] == (8, 8, 3)
+    assert info["num_classes"] == 3 and info["source"] == "tfds"
+    held = read(shuffle=False)
+    assert len(held) == len(streamed) == 3  # 60 // 16 batches
+    for (x, y), (sx, sy) in zip(held, streamed, strict=True):
+        np.testing.assert_array_equal(sx, x)
+        np.testing.assert_array_equal(sy, y)
+    # Shuffled: every epoch 48 different photos, their own labels, in an
+    # order drawn from (seed, epoch): the same again, in a new pipeline (as
+    # a resumed process builds) and whatever TensorFlow's global seed.
+    try:
+        orders = []
+        for epoch in (0, 1):
+            data.set_epoch(epoch)
+            batches = read(stream=True, seed=5)
+            ids = np.concatenate([_ids(x) for x, _ in batches])
+            labels = np.concatenate([y for _, y in batches])
+            assert len(set(ids)) == 48 and set(ids) <= set(range(60))
+            np.testing.assert_array_equal(labels, ids % 3)
+            orders.append(ids.tolist())
+        assert orders[0] != orders[1]
+        tf.random.set_seed(123)
+        again = read(stream=True, seed=5)
+        assert np.concatenate([_ids(x) for x, _ in again]).tolist() == orders[1]
+        data.set_epoch(0)
+        other_seed = np.concatenate([_ids(x) for x, _ in read(stream=True, seed=6)])
+        assert other_seed.tolist() != orders[0]
+        # xflip: each photo as stored or mirrored, half of them, keyed alike.
+        plain = np.concatenate([x for x, _ in read(stream=True, seed=5)])
+        flipped = np.concatenate([x for x, _ in read(stream=True, seed=5, xflip=True)])
+        mirrored = np.all(flipped == plain[:, :, ::-1], axis=(1, 2, 3))
+        assert np.all(mirrored | np.all(flipped == plain, axis=(1, 2, 3)))
+        assert 10 < mirrored.sum() < 38
+    finally:
+        data.set_epoch(0)
+        tf.random.set_seed(None)
+    with pytest.raises(ValueError, match="Expected batch_size <= the 60 images"):
+        data.load_images(
+            name, data_dir=str(tmp_path), image_size=8, batch_size=64, stream=True
+        )
+    with pytest.raises(ValueError, match="Expected a TFDS dataset on disk to stream"):
+        data.load_images("mnist", source="offline", batch_size=4, stream=True)

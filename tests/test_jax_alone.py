@@ -71,6 +71,8 @@ def test_arrays_the_offline_subset_and_folders_load_and_train(tmp_path):
         return_info=True,
     )
     assert info["streamed"] and info["memory_bytes"] == 0
+    with pytest.raises(ValueError, match="Expected the TensorFlow backend to stream"):
+        ktg.data.load_images("cifar10", batch_size=4, stream=True)  # TFDS's tf.data
     for i in range(2):
         for a, b in zip(streamed[i], folder[i], strict=True):
             np.testing.assert_array_equal(a, b)
