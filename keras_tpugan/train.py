@@ -152,6 +152,7 @@ def train(
             every_n_epochs=config.quality_every,
             num_images=config.quality_images,
             seed=config.seed,
+            stream=config.stream,
             every_n_images=_quality_every_images(config, info),
             global_batch_size=config.batch_size,
         )

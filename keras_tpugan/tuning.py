@@ -204,6 +204,7 @@ class GANHyperModel(kt.HyperModel):
                 num_images=self.quality_images,
                 classifier_dir=self.classifier_dir,
                 seed=self.config.seed,
+                stream=self.config.stream,
             )
         except ValueError as e:
             if "Expected labelled images" not in str(e):

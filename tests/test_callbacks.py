@@ -232,9 +232,13 @@ def test_quality_metrics_refuses_rgb_generators_with_the_classifier(classifier_d
         ktg.callbacks.QualityMetrics(features="inception")
 
 
-def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes():
-    """Slow (about 15-45 s): trains a metric classifier of two classes, then
-    fits and scores an RGB GAN with it."""
+def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes(
+    tmp_path,
+):
+    """Slow (about 20-55 s): trains a metric classifier of two classes (twice:
+    of arrays, and of a streamed folder's subset), then fits and scores an RGB
+    GAN with the first."""
+    folder = tmp_path / "classes"
     rng = np.random.default_rng(0)
     labels = np.arange(40) % 2
     images = rng.integers(0, 60, (40, 32, 32, 3)).astype("uint8")
@@ -252,6 +256,20 @@ def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes():
     history = gan.fit(ds, epochs=1, verbose=0, callbacks=[quality])
     assert np.isfinite(history.history["fcd"][0])
     assert 1.0 <= history.history["classifier_score_real"][0] <= 2.0
+    # A streamed folder of the same images (one subfolder per class): at
+    # most max_images of them read, a subset drawn from the seed.
+    for label in (0, 1):
+        (folder / str(label)).mkdir(parents=True)
+    for i, (image, label) in enumerate(zip(images, labels, strict=True)):
+        Image.fromarray(image).save(folder / str(label) / f"{i:02d}.png")
+    streamed = ktg.callbacks.QualityMetrics.for_data(
+        str(folder), image_size=32, stream=True, max_images=30, num_images=8
+    )
+    record = streamed.classifier_record
+    assert (record["held_out_images"], record["real_images"]) == (3, 27)
+    pixels = np.round((streamed.real_images + 1) * 127.5).astype("uint8")
+    originals = {x.tobytes() for x in images}
+    assert len({x.tobytes() for x in pixels} & originals) == 27
     # MNIST at 28x28x1: the shipped classifier and digits.
     mnist = ktg.callbacks.QualityMetrics.for_data("mnist", num_images=8)
     assert mnist.classifier_record is None and mnist.own_classifier is None

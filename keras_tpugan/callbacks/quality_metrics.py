@@ -1,5 +1,6 @@
 """`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs."""
 
+import os
 import time
 
 import keras
@@ -211,6 +212,8 @@ class QualityMetrics(GANCallback):
         label_key=None,
         data_dir=None,
         seed=0,
+        stream=False,
+        max_images=50_000,
         **kwargs,
     ):
         """`QualityMetrics` for a dataset: MNIST's classifier, or one of its classes.
@@ -223,13 +226,20 @@ class QualityMetrics(GANCallback):
         of one dataset share it) and scores against up to 10,000 of the
         images, the floor against the tenth the classifier held out. The
         classifier's record is in `classifier_record` (`None` for MNIST).
+        At most `max_images` images are read into memory for it: a subset
+        drawn from `seed` (a streamed folder decodes only those; a streamed
+        TFDS split reads its first ones, which TFDS stored shuffled).
 
         Args:
             data, source, image_size, channels, resize, image_key, label_key,
                 data_dir: As for `data.load_images` (the same images the
                 GAN trains on).
-            seed: Seed of the classifier's split and training, and of the
-                generated images' latents.
+            seed: Seed of the classifier's split and training, of the
+                subset read, and of the generated images' latents.
+            stream: As for `data.load_images`: the data is larger than
+                memory, and only the subset is read.
+            max_images: The most images read to train the classifier and
+                score against.
             **kwargs: The other arguments of `QualityMetrics`
                 (`every_n_epochs`, `num_images`, ...).
 
@@ -255,8 +265,12 @@ class QualityMetrics(GANCallback):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
             return quality
+        folder = isinstance(data, str) and os.path.isdir(data)
+        tfds_name = isinstance(data, str) and not folder
         images, labels, info = data_lib.read_images(
             data,
+            # A streamed TFDS split: its first images only.
+            split=f"train[:{max_images}]" if stream and tfds_name else "train",
             source=source,
             image_size=image_size,
             channels=channels,
@@ -264,7 +278,15 @@ class QualityMetrics(GANCallback):
             image_key=image_key,
             label_key=label_key,
             data_dir=data_dir,
+            stream=stream and folder,
         )
+        subset = np.arange(len(images))
+        if len(images) > max_images:
+            rng = np.random.default_rng(seed)
+            subset = np.sort(rng.choice(len(images), max_images, replace=False))
+        if len(subset) < len(images) or info["streamed"]:
+            images = images[subset]  # a streamed folder decodes these only
+            labels = None if labels is None else labels[subset]
         if labels is None or len(np.unique(labels)) < 2:
             shape = "x".join(map(str, images.shape[1:]))
             raise ValueError(
