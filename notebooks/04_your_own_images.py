@@ -46,6 +46,9 @@ PRECISION = "auto"  # @param ["auto", "mixed_bfloat16", "mixed_float16", "float3
 # data (0: off).
 QUALITY_EVERY = 5  # @param {type:"integer"}
 TIME_BUDGET_MINUTES = 0  # @param {type:"number"}
+# Read the images batch by batch from their files instead of holding them in memory, for
+# data larger than the runtime's RAM (a folder; a TFDS dataset on TensorFlow).
+STREAM = False  # @param {type:"boolean"}
 MOUNT_DRIVE = False  # @param {type:"boolean"}
 UPLOAD_ZIP = False  # @param {type:"boolean"}
 OUT = "runs/own_images"  # @param {type:"string"}
@@ -128,9 +131,9 @@ print(f"data: {DATA}")
 
 # %% [markdown]
 # ## A look at the data
-# `load_images` reads the images once and keeps them as uint8 in memory (`memory_bytes`);
-# each batch is scaled to [-1, 1] as it is read. These are the real images the GAN learns
-# from.
+# `load_images` reads the images once and keeps them as uint8 in memory (`memory_bytes`;
+# with `STREAM`, 0: each batch's files are read as it is); each batch is scaled to
+# [-1, 1] as it is read. These are the real images the GAN learns from.
 
 # %%
 import keras
@@ -142,6 +145,7 @@ ds, info = ktg.data.load_images(
     image_size=IMAGE_SIZE,
     channels=CHANNELS,
     batch_size=BATCH_SIZE,
+    stream=STREAM,
     return_info=True,
 )
 print({k: v for k, v in info.items() if k != "class_names"})
@@ -179,6 +183,7 @@ config = dataclasses.replace(
     width=WIDTH or None,
     precision=PRECISION,
     quality_every=QUALITY_EVERY,
+    stream=STREAM,
 )
 resume = os.path.isdir(os.path.join(OUT, "backup"))
 print("continuing the run in" if resume else "a new run in", OUT)

@@ -257,6 +257,7 @@ def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_
     overrides = (
         f"DATA = {str(photos)!r}\nIMAGE_SIZE = 32\nCHANNELS = 3\nEPOCHS = 2\n"
         f"BATCH_SIZE = 8\nWIDTH = 8\nQUALITY_EVERY = 0\nOUT = {str(out)!r}\n"
+        "STREAM = True\n"  # the folder read batch by batch from its files
     )
     first = _text(
         _execute(
@@ -267,6 +268,7 @@ def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_
     )
     assert "a new run in" in first and "'num_examples': 16" in first
     assert "'image_shape': [32, 32, 3]" in first
+    assert "'memory_bytes': 0, 'streamed': True" in first
     assert (out / "real_images.png").exists() and (out / "backup").is_dir()
     assert (out / "samples/epoch_0001.png").exists()
     assert not (out / "samples/epoch_0002.png").exists()
