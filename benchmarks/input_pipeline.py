@@ -4,6 +4,7 @@ Usage:
     python benchmarks/input_pipeline.py
     python benchmarks/input_pipeline.py --batch-size 256 --epochs 5
     python benchmarks/input_pipeline.py --folder-images 4000
+    python benchmarks/input_pipeline.py --tfds-images 4000
 
 For the offline MNIST subset and for CIFAR-10- and CelebA-64-shaped uint8
 arrays (random pixels, 50,000 and 20,000 images), it times full passes over
@@ -13,7 +14,10 @@ returns on TensorFlow; measured when TensorFlow is installed) and
 `EpochBatches` (what it returns on JAX: numpy, in the calling thread). It
 prints images/s per pass after the first, the first pass's seconds (which
 include building the pipeline), the bytes held in memory, and the ratio of
-`EpochBatches` to tf.data.
+`EpochBatches` to tf.data. The folder case (`--folder-images`) and the
+TFDS case (`--tfds-images`, TensorFlow only: a TFDS dataset of JPEG photos
+written here in 8 files) compare the data held in memory with the data
+streamed from its files (`stream=True`).
 """
 
 import argparse
@@ -67,19 +71,70 @@ def _time(name, data_in, batch_size, epochs, **kwargs):
         )
 
 
-def _photo_folder(directory, count, rng):
-    """`count` JPEG photos of 178x218 (CelebA's size): smooth random colours."""
-    from PIL import Image
-
-    os.makedirs(directory, exist_ok=True)
+def _photos(count, rng):
+    """`count` photos of 178x218 (CelebA's size): smooth random colours."""
     rows, cols = np.mgrid[0:218, 0:178]
     for i in range(count):
         a, b, c = rng.uniform(0.01, 0.05, 3)
         pixels = np.stack(
             [np.sin(rows * a + i), np.cos(cols * b), np.sin((rows + cols) * c)], -1
         )
-        pixels = ((pixels + 1) * 127.5).astype(np.uint8)
+        yield ((pixels + 1) * 127.5).astype(np.uint8)
+
+
+def _photo_folder(directory, count, rng):
+    """`count` JPEG photos of 178x218 in a folder."""
+    from PIL import Image
+
+    os.makedirs(directory, exist_ok=True)
+    for i, pixels in enumerate(_photos(count, rng)):
         Image.fromarray(pixels).save(os.path.join(directory, f"{i:06d}.jpg"))
+
+
+def _photo_tfds(data_dir, count, rng):
+    """A TFDS dataset of `count` JPEG photos of 178x218 in 8 tfrecord files."""
+    import tensorflow_datasets as tfds
+
+    class BenchmarkPhotos(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            image = tfds.features.Image(shape=(218, 178, 3), encoding_format="jpeg")
+            features = tfds.features.FeaturesDict({"image": image})
+            return tfds.core.DatasetInfo(builder=self, features=features)
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i, pixels in enumerate(_photos(count, rng)):
+                yield i, {"image": pixels}
+
+    shards = tfds.download.DownloadConfig(num_shards=8)
+    BenchmarkPhotos(data_dir=data_dir).download_and_prepare(download_config=shards)
+    return BenchmarkPhotos.name
+
+
+def _time_tfds(name, data_dir, batch_size, epochs):
+    options = {"batch_size": batch_size, "image_size": 64, "xflip": True}
+    base = None
+    for stream in (False, True):
+        how = "streamed" if stream else "held"
+        started = time.perf_counter()
+        ds, info = data.load_images(
+            name, data_dir=data_dir, stream=stream, return_info=True, **options
+        )
+        read = time.perf_counter() - started
+        seconds = _passes(ds, epochs)
+        used = info["num_examples"] // batch_size * batch_size
+        rate = used * (epochs - 1) / sum(seconds[1:])
+        base = base or rate
+        print(
+            f"| TFDS jpg, {how} (reading: {read:.1f} s) | tf.data | "
+            f"{info['image_shape']} | {info['num_examples']:,} | "
+            f"{info['memory_bytes'] / 1e6:,.1f} MB | {seconds[0]:.2f} s | "
+            f"{rate:,.0f} | {rate / base:.2f} |"
+        )
 
 
 def _time_folder(directory, batch_size, epochs):
@@ -117,6 +172,12 @@ def main():
         default=2000,
         help="JPEG photos in the folder case (0: skip it)",
     )
+    parser.add_argument(
+        "--tfds-images",
+        type=int,
+        default=2000,
+        help="JPEG photos in the TFDS case (0: skip it; TensorFlow only)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(
@@ -134,6 +195,10 @@ def main():
         with tempfile.TemporaryDirectory() as directory:
             _photo_folder(directory, args.folder_images, rng)
             _time_folder(directory, args.batch_size, args.epochs)
+    if args.tfds_images and keras.backend.backend() == "tensorflow":
+        with tempfile.TemporaryDirectory() as data_dir:
+            name = _photo_tfds(data_dir, args.tfds_images, rng)
+            _time_tfds(name, data_dir, args.batch_size, args.epochs)
 
 
 if __name__ == "__main__":
