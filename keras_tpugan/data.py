@@ -265,11 +265,18 @@ def read_images(
     image_files.check_resize(resize)
     folder = isinstance(data, str) and os.path.isdir(data)
     if stream and not folder:
+        if isinstance(data, str):  # a TFDS name: streamed as batches only
+            raise ValueError(
+                "Expected a folder of images with read_images(stream=True): "
+                "a TFDS split streams as batches, from load_images(..., "
+                f"stream=True). Received: {_describe(data)}. Use load_images, "
+                "or stream=False (the images held in memory as uint8)."
+            )
         raise ValueError(
-            "Expected a folder of images with stream=True: only a folder's "
-            f"files are streamed. Received: {_describe(data)}. Use "
-            "stream=False (the images held in memory as uint8), or write the "
-            "images to a folder."
+            "Expected a folder of images or a TFDS dataset name with "
+            "stream=True: only files are streamed. Received: "
+            f"{_describe(data)}. Use stream=False (the images held in memory "
+            "as uint8), or write the images to a folder."
         )
     if is_dataset(data):
         images, class_ids, info = _from_dataset(data)

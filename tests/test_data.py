@@ -433,8 +433,10 @@ def test_a_streamed_folder_gives_the_batches_held_in_memory(tmp_path, caplog):
 
 
 def test_streaming_reads_folders_only_and_names_a_file_that_fails_later(tmp_path):
-    with pytest.raises(ValueError, match="Expected a folder of images with stream"):
+    with pytest.raises(ValueError, match="Expected a folder of images or a TFDS"):
         data.load_images(np.zeros((8, 4, 4, 1), "uint8"), batch_size=4, stream=True)
+    with pytest.raises(ValueError, match="a TFDS split streams as batches"):
+        data.read_images("cifar10", stream=True)
     with pytest.raises(ValueError, match="'cifar10' .*stream=False"):
         data.load_images("cifar10", batch_size=4, stream=True)
     pixels = np.random.default_rng(0).integers(0, 256, (16, 16, 3)).astype("uint8")
