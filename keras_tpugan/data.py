@@ -384,10 +384,7 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
             order = tf.argsort(keys, stable=True)
         else:
             order = tf.range(n)
-        if xflip:
-            flips = tf.bitwise.right_shift(_tf_epoch_keys(n, seed, e, 1), 31) == 1
-        else:
-            flips = tf.zeros([n], "bool")
+        flips = _tf_epoch_flips(n, seed, e, xflip)
         used = steps * batch_size
         return tf.data.Dataset.from_tensor_slices(
             (
@@ -397,9 +394,7 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         )
 
     def gather(order, flips):
-        batch = _scaled_batch(read(order))
-        batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
-        return (batch, tf.gather(class_ids, order)) if labels else batch
+        return _finished_batch(read(order), tf.gather(class_ids, order), flips, labels)
 
     ds = tf.data.Dataset.range(1).flat_map(one_epoch)
     ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -422,6 +417,22 @@ def _tf_epoch_keys(n, seed, epoch, stream):
         key = hash_uint32(tf.bitwise.bitwise_xor(key, part))
     positions = tf.cast(tf.range(n), tf.uint32)
     return hash_uint32(tf.bitwise.bitwise_xor(hash_uint32(positions), key))
+
+
+def _tf_epoch_flips(n, seed, epoch, xflip):
+    """Which of the epoch's `n` positions `xflip` mirrors (`epoch` a tensor):
+    the top bit of their keys of stream 1, as `EpochBatches` draws them."""
+    if not xflip:
+        return tf.zeros([n], "bool")
+    return tf.bitwise.right_shift(_tf_epoch_keys(n, seed, epoch, 1), 31) == 1
+
+
+def _finished_batch(pixels, class_ids, flips, labels):
+    """A stored batch scaled to [-1, 1], its flipped images mirrored, with
+    its class ids when `labels`."""
+    batch = _scaled_batch(pixels)
+    batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
+    return (batch, class_ids) if labels else batch
 
 
 def _scaled_batch(batch):
@@ -548,21 +559,28 @@ def _offline_mnist_arrays():
     return x, y
 
 
-def _from_name(name, split, source, data_dir, size, resize, image_key, label_key):
+def _resolved_source(name, source, data_dir):
+    """`source` checked, and `"auto"` resolved to `"tfds"` (its data on disk
+    or downloadable) or `"offline"`."""
     if source not in SOURCES:
         raise ValueError(
             f"Expected `source` in {SOURCES}. Received: source={source!r}."
         )
     if source == "auto":
-        source = "tfds" if _tfds_available(name, data_dir) else "offline"
-        if source == "offline" and name != "mnist":
+        return "tfds" if _tfds_available(name, data_dir) else "offline"
+    return source
+
+
+def _from_name(name, split, source, data_dir, size, resize, image_key, label_key):
+    resolved = _resolved_source(name, source, data_dir)
+    if resolved == "offline":
+        if name != "mnist" and source == "auto":
             raise ValueError(
                 f"TFDS has no data for {name!r} in {data_dir or 'its data dir'} "
                 "and cannot download it (no network, or no such dataset). "
                 "Download it on a machine with internet (`tfds build "
                 f"{name}`), or pass a folder or arrays."
             )
-    if source == "offline":
         if name != "mnist":
             raise ValueError(
                 "The offline subset holds MNIST only. Received: "
@@ -667,13 +685,7 @@ def _streamed_tfds(
             "stream=False (the images held in memory as uint8), or write the "
             "images to a folder, which streams on any backend."
         )
-    if source not in SOURCES:
-        raise ValueError(
-            f"Expected `source` in {SOURCES}. Received: source={source!r}."
-        )
-    if source == "offline" or (
-        source == "auto" and not _tfds_available(name, data_dir)
-    ):
+    if _resolved_source(name, source, data_dir) == "offline":
         raise ValueError(
             f"Expected a TFDS dataset on disk to stream. Received: {name!r} "
             f"with source={source!r}, which TFDS has not prepared in "
@@ -738,7 +750,7 @@ def _streamed_tfds(
     def decode(record):
         example = features.deserialize_example(record)
         image = example[image_key]
-        if image.shape[:2] != image_shape[:2] or image.shape[-1] != image_shape[-1]:
+        if tuple(image.shape) != image_shape:  # (unknown sizes: None)
             image = tf.numpy_function(fitted, [image], tf.uint8)
         image = tf.ensure_shape(image, image_shape)
         label = example[label_key] if label_key else tf.constant(0, "int64")
@@ -775,19 +787,13 @@ def _streamed_tfds(
         examples = records.take(used).map(
             decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
-        if xflip:
-            flips = tf.bitwise.right_shift(_tf_epoch_keys(n, seed, e, 1), 31) == 1
-        else:
-            flips = tf.zeros([n], "bool")
+        flips = _tf_epoch_flips(n, seed, e, xflip)
         return tf.data.Dataset.zip(
             examples, tf.data.Dataset.from_tensor_slices(flips[:used])
         )
 
     def scaled(examples, flips):
-        images, class_ids = examples
-        batch = _scaled_batch(images)
-        batch = tf.where(flips[:, None, None, None], tf.reverse(batch, [2]), batch)
-        return (batch, class_ids) if labels else batch
+        return _finished_batch(*examples, flips, labels)
 
     ds = tf.data.Dataset.range(1).flat_map(one_epoch)
     ds = ds.batch(batch_size, drop_remainder=True)
