@@ -13,7 +13,7 @@ import time
 import keras
 import numpy as np
 import pytest
-from conftest import FULL
+from conftest import FULL, one_device_per_process_env
 
 import keras_tpugan as ktg
 from keras_tpugan import launcher
@@ -21,11 +21,19 @@ from keras_tpugan import launcher
 pytestmark = pytest.mark.both_backends
 BACKEND = keras.backend.backend()
 
-# Each process records the example ids it is fed for two epochs, through
-# the split `GAN.fit` uses: `shard_over_processes` on TensorFlow, the
-# process's rows of each global batch that `EpochBatches` gives on JAX.
-READ_IDS = """
-import json, os
+# One launch of two processes checks three things, each process importing
+# the backend and starting its strategy once for all three (each its own test
+# below):
+# 1. each process records the example ids it is fed for two epochs, through
+#    the split `GAN.fit` uses: `shard_over_processes` on TensorFlow, the
+#    process's rows of each global batch that `EpochBatches` gives on JAX;
+# 2. the same settings pass `check_same_settings`, a seed that differs per
+#    process is refused;
+# 3. `keras-tpugan train` with a global batch that does not split over the
+#    two processes is refused, as a command-line error.
+# Then each process exits with status 2 (the settings refused).
+PROBE = """
+import json, os, sys, tempfile
 import numpy as np
 import keras_tpugan as ktg
 jax = ktg.distribute.keras.backend.backend() == "jax"
@@ -55,6 +63,17 @@ if not jax:  # the epochs' iterators, dropped, are deleted on a thread of their 
     thread = ktg.distribute.release_unused_iterators()
     thread.join(60)
     print("ITERATORS LEFT", len(ktg.distribute._ITERATORS), thread.is_alive())
+rank = int(os.environ["KERAS_TPUGAN_RANK"])
+ktg.distribute.check_same_settings({"batch_size": 64, "seed": 0}, strategy)
+print("same settings on", ktg.distribute.process_count(strategy), "processes")
+try:
+    ktg.distribute.check_same_settings({"batch_size": 64, "seed": rank}, strategy)
+except ValueError as e:
+    print("refused:", e)
+from keras_tpugan import cli
+argv = ["train", "--preset", "smoke", "--set", "batch_size=63"]
+print("CLI STATUS", cli.main([*argv, "--out", tempfile.mkdtemp()]), flush=True)
+sys.exit(2)
 """
 
 
@@ -72,9 +91,19 @@ def _launch(command, processes=2, grace_seconds=30):
     return status, lines
 
 
-def test_each_example_is_read_by_exactly_one_process(tmp_path, one_device_per_process):
-    status, lines = _launch([_script(tmp_path, READ_IDS)])
-    assert status == 0, "\n".join(lines[-30:])
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    """The lines and status of one launch of PROBE on two processes (slow:
+    about 10-25 s, each process importing the backend and starting its
+    strategy; the first test that asks for it pays)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        one_device_per_process_env(monkeypatch)
+        return _launch([_script(tmp_path_factory.mktemp("probe"), PROBE)])
+
+
+def test_each_example_is_read_by_exactly_one_process(probe):
+    status, lines = probe
+    assert "] IDS " in "\n".join(lines), "\n".join(lines[-30:])
     read = {}
     for line in lines:
         if "] IDS " in line:
@@ -219,14 +248,21 @@ def test_an_unreachable_process_is_a_one_line_error_in_bounded_time(
     assert "start_timeout_seconds=5" in error[0]
 
 
-def test_a_batch_that_does_not_split_over_the_processes_is_refused(
-    one_device_per_process, tmp_path
-):
-    status, lines = _launch(
-        ["train", "--preset", "smoke", "--set", "batch_size=63", "--out", str(tmp_path)]
-    )
+def test_processes_started_with_different_settings_are_refused(probe):
+    status, lines = probe
+    text = "\n".join(lines)
+    assert status == 1, text[-3000:]
+    assert text.count("same settings on 2 processes") == 2
+    for rank in (0, 1):
+        assert f"[rank {rank}] refused: Expected every process of the run" in text
+        assert f"rank {rank} exited with status 2" in text
+
+
+def test_a_batch_that_does_not_split_over_the_processes_is_refused(probe):
+    status, lines = probe
     assert status == 1
     for rank in (0, 1):
+        assert f"[rank {rank}] CLI STATUS 2" in lines, "\n".join(lines[-20:])
         assert any(
             line.startswith(
                 f"[rank {rank}] keras-tpugan: error: Expected a global "
