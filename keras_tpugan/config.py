@@ -50,9 +50,14 @@ class TrainConfig:
     stream: bool = False
     # Train a class-conditional GAN on (images, labels).
     conditional: bool = False
+    # The split trained on, or a slice of one as TFDS writes it
+    # ("train[:10%]", "train[:1024]"; the offline subset takes them too).
+    # Folders have no splits: "train" only.
+    split: str = "train"
     # The dataset's held-out split, evaluated after every epoch (`val_*`
-    # logs; None: no validation). For the offline MNIST subset "test" is
-    # its 1,000 held-out digits. Folders have no splits: not validated.
+    # logs; None: no validation), a slice of one too. For the offline MNIST
+    # subset "test" is its 1,000 held-out digits. Folders have no splits:
+    # not validated.
     validation_split: str | None = "test"
     # Models: "dcgan" (`models.dcgan_*`) or "resnet" (`models.resnet_*`,
     # its discriminator always spectrally normalized: d_norm="spectral"),

@@ -10,6 +10,7 @@ needed) on JAX. Reading TFDS or a user's `tf.data.Dataset` needs TensorFlow.
 import functools
 import logging
 import os
+import re
 import socket
 import weakref
 
@@ -83,8 +84,10 @@ def load_images(
             pairs (batched or not). uint8 data and data with values above
             1 are read as 0-255 pixels, other data with no negative values
             as [0, 1], the rest as [-1, 1].
-        split: The TFDS split; for the offline MNIST subset `"train"`
-            (4,000 images), `"test"` (1,000) or `"all"`.
+        split: The TFDS split, or a slice of one (`"train[:10%]"`); for
+            the offline MNIST subset `"train"` (4,000 images), `"test"`
+            (1,000), `"all"` or a slice of one (`offline_mnist`). Folders,
+            arrays and datasets have no splits: `"train"` only.
         batch_size: The GLOBAL batch size (over all replicas).
         labels: If True the dataset yields `(images, labels)`: the class
             subfolders of a folder, TFDS's label feature, the given labels.
@@ -264,6 +267,14 @@ def read_images(
     image_files.check_channels(channels)
     image_files.check_resize(resize)
     folder = isinstance(data, str) and os.path.isdir(data)
+    if split != "train" and (folder or not isinstance(data, str)):
+        raise ValueError(
+            "Expected split='train' for data with no splits (a folder, "
+            f"arrays or a dataset). Received: split={split!r} with "
+            f"{f'the folder {data!r}' if folder else _describe(data)}. Keep "
+            "split='train', or pass only the part of "
+            "the data to train on."
+        )
     if stream and not folder:
         if isinstance(data, str):  # a TFDS name: streamed as batches only
             raise ValueError(
@@ -528,19 +539,50 @@ def offline_mnist(split="all"):
     """The offline MNIST subset as numpy arrays.
 
     Args:
-        split: `"train"` (4,000 images), `"test"` (1,000) or `"all"` (5,000).
+        split: `"train"` (4,000 images), `"test"` (1,000) or `"all"`
+            (5,000), or a slice of one as TFDS writes it: `"train[:1024]"`,
+            `"test[-100:]"`, `"train[:10%]"`, `"train[10%:20%]"`
+            (percentages of the split, rounded to the closest image).
 
     Returns:
         `(images, labels)`: uint8 `(n, 28, 28, 1)` and int32 `(n,)`.
+
+    Example:
+
+    >>> images, labels = offline_mnist("train[:1024]")
+    >>> images.shape
+    (1024, 28, 28, 1)
     """
-    if split not in OFFLINE_SPLITS:
+    x, y = _offline_mnist_arrays()
+    part = _offline_rows(split, len(y))
+    if not len(y[part]):
+        raise ValueError(
+            "Expected a split of the offline MNIST subset with at least one "
+            f"image. Received: split={split!r} (no image). Widen the slice."
+        )
+    return x[part].copy(), y[part].copy()
+
+
+def _offline_rows(split, count):
+    """The rows of the offline subset a split name, or a TFDS-style slice of
+    one, selects (TFDS's own parser needs TensorFlow; this needs nothing)."""
+    match = re.fullmatch(r"(\w+)(?:\[(-?\d+%?)?:(-?\d+%?)?\])?", str(split))
+    if match is None or match[1] not in OFFLINE_SPLITS:
         raise ValueError(
             f"Expected split in {tuple(OFFLINE_SPLITS)} for the offline MNIST "
-            f"subset. Received: split={split!r}."
+            "subset, or a slice of one such as 'train[:1024]' or "
+            f"'train[:10%]'. Received: split={split!r}."
         )
-    x, y = _offline_mnist_arrays()
-    part = OFFLINE_SPLITS[split]
-    return x[part].copy(), y[part].copy()
+    rows = np.arange(count)[OFFLINE_SPLITS[match[1]]]
+
+    def bound(text):
+        if text is None:
+            return None
+        if text.endswith("%"):
+            return round(int(text[:-1]) * len(rows) / 100)
+        return int(text)
+
+    return rows[bound(match[2]) : bound(match[3])]
 
 
 @functools.cache

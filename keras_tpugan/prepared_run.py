@@ -111,6 +111,7 @@ def prepare(config, strategy=None, data=None):
     distribute.check_global_batch(config.batch_size, strategy)
     dataset, info = data_lib.load_images(
         config.dataset if data is None else data,
+        split=config.split if data is None else "train",
         batch_size=config.batch_size,
         labels=config.conditional,
         source=config.source,

@@ -485,6 +485,11 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     # With other settings, it is not resumed.
     assert cli.main([*argv, "--set", "seed=1", "--resume", "--out", str(run)]) == 2
     assert "seed=0 -> 1" in capsys.readouterr().err
+    # A run started before a setting existed (here `split`) resumes: the
+    # setting had its default then.
+    saved = json.loads((run / "config.json").read_text())
+    assert saved.pop("split") == "train"
+    (run / "config.json").write_text(json.dumps(saved))
     assert cli.main([*argv, "--resume", "--out", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_at_epoch"] == 1 and not summary["stopped_by_time_budget"]

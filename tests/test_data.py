@@ -35,6 +35,36 @@ def test_offline_subset_is_real_mnist_split_in_two():
     )
 
 
+def test_a_slice_of_an_offline_split_is_read_as_tfds_slices_are(tmp_path):
+    x_train, y_train = data.offline_mnist("train")
+    x_test, _ = data.offline_mnist("test")
+    for split, rows in {
+        "train[:1024]": slice(0, 1024),
+        "train[10%:20%]": slice(400, 800),
+        "train[-100:]": slice(3900, 4000),
+        "train[:]": slice(None),
+    }.items():
+        x, y = data.offline_mnist(split)
+        np.testing.assert_array_equal(x, x_train[rows])
+        np.testing.assert_array_equal(y, y_train[rows])
+    np.testing.assert_array_equal(data.offline_mnist("test[:3%]")[0], x_test[:30])
+    ds, info = data.load_images(
+        "mnist", split="train[:256]", source="offline", batch_size=64, return_info=True
+    )
+    assert info["num_examples"] == 256 and sum(1 for _ in ds) == 4
+    with pytest.raises(ValueError, match=r"or a slice of one such as 'train\[:1024\]'"):
+        data.offline_mnist("validation[:10]")
+    with pytest.raises(ValueError, match="at least one image. Received: split='train"):
+        data.offline_mnist("train[5:5]")
+    # Data with no splits refuses any other split than "train".
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(folder / "a.png")
+    for unsplit in (str(folder), np.zeros((4, 8, 8, 1), np.uint8)):
+        with pytest.raises(ValueError, match="Expected split='train' for data with"):
+            data.load_images(unsplit, split="train[:2]", image_size=8, batch_size=1)
+
+
 def test_load_offline_mnist(caplog):
     with caplog.at_level(logging.WARNING, logger="keras_tpugan"):
         ds, info = data.load_images(

@@ -171,11 +171,12 @@ def test_two_processes_one_killed_and_restarted_end_as_one_process_does(
     one = tmp_path / "one"
     status, one_lines = _launch([WORKER, str(one)], processes=1)
     assert status == 0, "\n".join(one_lines[-40:])
-    # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1). Rank 0
+    # Rank 1 SIGKILLs itself in the middle of epoch 1 (of 0, 1: 4 steps
+    # each), after its third batch. Rank 0
     # must stop by itself, naming the lost process, well inside the grace
     # period after which the launcher would kill it.
     two = tmp_path / "two"
-    status, lines = _launch([WORKER, str(two), "1", "1", "5"], grace_seconds=120)
+    status, lines = _launch([WORKER, str(two), "1", "1", "2"], grace_seconds=120)
     ended = time.time()
     text = "\n".join(lines)
     assert status == 1

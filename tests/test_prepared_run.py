@@ -45,6 +45,13 @@ def test_prepare_seeds_the_weights():
     assert not np.array_equal(first[0], other.generator.get_weights()[0])
 
 
+def test_the_config_trains_and_validates_on_slices_of_splits():
+    config = SMOKE.override(["split=train[:10%]", "validation_split=test[:128]"])
+    run = prepare(config)
+    assert run.info["num_examples"] == 400 and run.steps_per_epoch == 400 // 64
+    assert sum(1 for _ in run.validation) == 2  # 128 held-out digits, batches of 64
+
+
 def test_prepare_takes_arrays_in_place_of_the_dataset():
     images = np.zeros((70, 28, 28, 1), "float32")
     run = prepare(SMOKE, data=images)
