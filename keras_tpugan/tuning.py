@@ -194,30 +194,27 @@ class GANHyperModel(kt.HyperModel):
         (or loads from the cache) the classifier of the data's classes.
         """
         data = self.config.dataset if self.data is None else self.data
-        try:
-            return callbacks.QualityMetrics.for_data(
-                data,
-                source=self.config.source,
-                image_size=self.config.image_size,
-                channels=self.config.channels,
-                resize=self.config.resize,
-                num_images=self.quality_images,
-                classifier_dir=self.classifier_dir,
-                seed=self.config.seed,
-                stream=self.config.stream,
+        quality = callbacks.QualityMetrics.for_data(
+            data,
+            source=self.config.source,
+            image_size=self.config.image_size,
+            channels=self.config.channels,
+            resize=self.config.resize,
+            num_images=self.quality_images,
+            classifier_dir=self.classifier_dir,
+            seed=self.config.seed,
+            stream=self.config.stream,
+            on_unlabelled="none",
+        )
+        if quality is None and self.objective != "images_per_sec":
+            raise ValueError(
+                f"Expected labelled data (2 or more classes) for objective="
+                f"{self.objective!r}: the FCD is measured with a classifier "
+                "of the data's classes. Received data without labels. Pass "
+                "a folder with one subfolder per class (or a TFDS dataset "
+                "with a label feature), or search objective='images_per_sec'."
             )
-        except ValueError as e:
-            if "Expected labelled images" not in str(e):
-                raise
-            if self.objective != "images_per_sec":
-                raise ValueError(
-                    f"Expected labelled data (2 or more classes) for objective="
-                    f"{self.objective!r}: the FCD is measured with a classifier "
-                    "of the data's classes. Received data without labels. Pass "
-                    "a folder with one subfolder per class (or a TFDS dataset "
-                    "with a label feature), or search objective='images_per_sec'."
-                ) from e
-            return None
+        return quality
 
     def _scoring(self, seed):
         """A fresh `QualityMetrics` for one trial, sharing the classifier."""

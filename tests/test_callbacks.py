@@ -278,6 +278,11 @@ def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes(
         ktg.callbacks.QualityMetrics.for_data(images)
     with pytest.raises(ValueError, match="one class"):
         ktg.callbacks.QualityMetrics.for_data((images, np.zeros(40, "int32")))
+    # ... or, asked to, None (a caller that then trains without figures).
+    for data in (images, (images, np.zeros(40, "int32"))):
+        assert ktg.callbacks.QualityMetrics.for_data(data, on_unlabelled="none") is None
+    with pytest.raises(ValueError, match="Expected on_unlabelled to be 'raise' or"):
+        ktg.callbacks.QualityMetrics.for_data(images, on_unlabelled="skip")
 
 
 # InceptionV3 on JAX's CPU takes a minute here; the plumbing is Keras code

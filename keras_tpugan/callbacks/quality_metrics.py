@@ -214,6 +214,7 @@ class QualityMetrics(GANCallback):
         seed=0,
         stream=False,
         max_images=50_000,
+        on_unlabelled="raise",
         **kwargs,
     ):
         """`QualityMetrics` for a dataset: MNIST's classifier, or one of its classes.
@@ -240,17 +241,21 @@ class QualityMetrics(GANCallback):
                 memory, and only the subset is read.
             max_images: The most images read to train the classifier and
                 score against.
+            on_unlabelled: What to do with data that has no labels, or one
+                class: `"raise"` a `ValueError`, or return `"none"` (for a
+                caller that trains without figures then).
             **kwargs: The other arguments of `QualityMetrics`
                 (`every_n_epochs`, `num_images`, ...).
 
         Returns:
-            A `QualityMetrics`.
+            A `QualityMetrics`, or None for unlabelled data with
+            `on_unlabelled="none"`.
 
         Raises:
-            ValueError: The data has no labels (a flat folder, a TFDS
-                dataset without a label feature), or one class only: FCD,
-                the classifier score and KID need a classifier of its
-                classes.
+            ValueError: With `on_unlabelled="raise"`, the data has no labels
+                (a flat folder, a TFDS dataset without a label feature), or
+                one class only: FCD, the classifier score and KID need a
+                classifier of its classes.
 
         Example:
 
@@ -261,6 +266,11 @@ class QualityMetrics(GANCallback):
         gan.fit(ds, epochs=30, callbacks=[quality])
         ```
         """
+        if on_unlabelled not in ("raise", "none"):
+            raise ValueError(
+                "Expected on_unlabelled to be 'raise' or 'none'. Received: "
+                f"on_unlabelled={on_unlabelled!r}."
+            )
         if cls.uses_mnist_classifier(data, image_size, channels):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
@@ -288,6 +298,8 @@ class QualityMetrics(GANCallback):
             images = images[subset]  # a streamed folder decodes these only
             labels = None if labels is None else labels[subset]
         if labels is None or len(np.unique(labels)) < 2:
+            if on_unlabelled == "none":
+                return None
             shape = "x".join(map(str, images.shape[1:]))
             raise ValueError(
                 "Expected labelled images of at least 2 classes, to train the "
