@@ -271,8 +271,7 @@ def read_images(
         raise ValueError(
             "Expected split='train' for data with no splits (a folder, "
             f"arrays or a dataset). Received: split={split!r} with "
-            f"{f'the folder {data!r}' if folder else _describe(data)}. Keep "
-            "split='train', or pass only the part of "
+            f"{_describe(data)}. Keep split='train', or pass only the part of "
             "the data to train on."
         )
     if stream and not folder:
@@ -328,6 +327,8 @@ def read_images(
 
 def _describe(data):
     """A short description of `data` for error messages."""
+    if isinstance(data, str) and os.path.isdir(data):
+        return f"the folder {data!r}"
     if isinstance(data, str):
         return f"{data!r} (a dataset name, or no such folder)"
     if is_dataset(data):
@@ -555,7 +556,7 @@ def offline_mnist(split="all"):
     """
     x, y = _offline_mnist_arrays()
     part = _offline_rows(split, len(y))
-    if not len(y[part]):
+    if not len(part):
         raise ValueError(
             "Expected a split of the offline MNIST subset with at least one "
             f"image. Received: split={split!r} (no image). Widen the slice."

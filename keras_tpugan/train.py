@@ -1,6 +1,5 @@
 """`train(config, workdir)`: one training run, as the CLI and notebooks do it."""
 
-import dataclasses
 import json
 import logging
 import os
@@ -266,8 +265,8 @@ def _check_run_folder(config, workdir, resume):
     with open(saved) as f:
         previous = json.load(f)
     # A setting added since the run started took its default then.
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    previous = {**json.loads(json.dumps(defaults)), **previous}
+    defaults = json.loads(json.dumps(type(config)().to_dict()))
+    previous = {**defaults, **previous}
     current = json.loads(json.dumps(config.to_dict()))
     differ = sorted(
         k for k in {*previous, *current} if previous.get(k) != current.get(k)
