@@ -45,8 +45,8 @@ test: lint
 	echo "TensorFlow pass: exit $$tf_status; JAX pass: exit $$jax_status"; \
 	test $$tf_status -eq 0 && test $$jax_status -eq 0
 
-# The same passes with XLA at its default optimization level (make test
-# compiles the suite's tiny programs at level 0: see tests/conftest.py),
+# The same passes with XLA's defaults (make test compiles the suite's
+# tiny programs at level 0, with the older fusion emitters: see tests/conftest.py),
 # plus the full-size end-to-end cases (tests marked `full`).
 test-full:
 	KERAS_TPUGAN_TEST_FULL=1 KERAS_TPUGAN_TEST_XLA_FLAGS= $(MAKE) test
