@@ -8,8 +8,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # One pytest-xdist worker per core; each test file stays on one worker (its
-# module fixtures are built once).
-PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile
+# module fixtures are built once), the costliest files first (the order
+# tests/conftest.py gives them).
+PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test test-full lint install clean
 
