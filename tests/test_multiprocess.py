@@ -156,8 +156,9 @@ def _same_generators(a, b):
 def test_two_processes_one_killed_and_restarted_end_as_one_process_does(
     tmp_path, one_device_per_process
 ):
-    """Slow (about 60-110 s): three launches (one process; two, of which one
-    kills itself; the two again), each process importing the backend and
+    """Slow (about 60-190 s, the longer while the other pass's launches run
+    beside it): three launches (one process; two, of which one kills
+    itself; the two again), each process importing the backend and
     compiling its step, and the survivor waits out the heartbeat time-out
     (10 s, multiprocess_worker.py) before it names the lost peer.
 
