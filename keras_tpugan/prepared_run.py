@@ -73,7 +73,7 @@ def prepare(config, strategy=None, data=None):
     config's dtype policy, the strategy (`distribute.get_strategy(
     **config.strategy_options())` unless given), the check that the global batch splits
     over its replicas, the data (`load_images` with the config's dataset,
-    source, labels, seed, size, channels, resize, xflip and stream) and the
+    split, source, labels, seed, size, channels, resize, xflip and stream) and the
     steps per epoch. `train`,
     `GANHyperModel`, `run_sweep` (through `train`) and the benchmark all
     start here, so every run of every tool is set up alike.
@@ -83,7 +83,8 @@ def prepare(config, strategy=None, data=None):
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's kind).
         data: Anything `load_images` takes, in place of `config.dataset`
-            (for example an array of images).
+            (for example an array of images). Arrays, folders and datasets
+            have no splits: `config.split` must be `"train"` for them.
 
     Returns:
         A `PreparedRun`.
@@ -111,7 +112,7 @@ def prepare(config, strategy=None, data=None):
     distribute.check_global_batch(config.batch_size, strategy)
     dataset, info = data_lib.load_images(
         config.dataset if data is None else data,
-        split=config.split if data is None else "train",
+        split=config.split,
         batch_size=config.batch_size,
         labels=config.conditional,
         source=config.source,

@@ -56,6 +56,9 @@ def test_prepare_takes_arrays_in_place_of_the_dataset():
     images = np.zeros((70, 28, 28, 1), "float32")
     run = prepare(SMOKE, data=images)
     assert run.info["source"] == "numpy" and run.steps_per_epoch == 70 // 64
+    # Arrays have no splits: a config's slice is refused, not ignored.
+    with pytest.raises(ValueError, match="Expected split='train' for data with"):
+        prepare(SMOKE.override(["split=train[:10%]"]), data=images)
 
 
 def test_prepare_refuses_what_cannot_run():
