@@ -88,11 +88,13 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
     compiling its step.
 
     On TensorFlow each fit runs in a process of its own, as a killed run
-    started again does. Run one after another in one TensorFlow process,
-    the resumed (third) fit sometimes ended off the uninterrupted (first)
-    one: by 2.1e-5 in one CI run, by about 1.1e-6 in 2 of 17 runs on a
-    loaded CPU, while first fits in fresh processes were bitwise equal (9
-    of 9, loaded alike). The cause inside TensorFlow's runtime is not found.
+    started again does, with TensorFlow's op determinism on. Run one after
+    another in one TensorFlow process, the resumed (third) fit sometimes
+    ended off the uninterrupted (first) one: by 2.1e-5 in one CI run, by
+    about 1.1e-6 in 2 of 17 runs on a loaded CPU. In fresh processes
+    without op determinism, 16 of 16 runs on a loaded CPU were bitwise
+    equal, and one CI run ended 4.4e-5 off. The cause inside TensorFlow's
+    runtime is not found.
     """
     if BACKEND == "tensorflow":
         reference = _in_own_process(tmp_path / "a", recipe)
@@ -125,9 +127,15 @@ def _in_own_process(backup_dir, recipe, crash_after=None, scramble=False):
 
 
 def _outcome_to(backup_dir, recipe, crash_after, scramble, out):
-    """Runs `_run` and saves what `_check_resumed` compares, as arrays."""
+    """Runs `_run` and saves what `_check_resumed` compares, as arrays, with
+    TensorFlow's op determinism on (its documented setting for run-to-run
+    equal results: a kernel whose threads may sum in another order runs a
+    deterministic algorithm instead, or raises)."""
     import pathlib
 
+    import tensorflow as tf
+
+    tf.config.experimental.enable_op_determinism()
     gan, history = _run(
         pathlib.Path(backup_dir), crash_after, scramble=scramble, recipe=recipe
     )
