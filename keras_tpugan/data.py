@@ -633,7 +633,7 @@ def _from_name(name, split, source, data_dir, size, resize, image_key, label_key
             )
         x, y = offline_mnist(split)
         logger.warning(
-            "training data = the OFFLINE MNIST subset (shipped, "
+            "training data = the OFFLINE MNIST subset (in the package, "
             "%d real digits, split %r), not TFDS's full 60,000.",
             len(x),
             split,

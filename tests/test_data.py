@@ -1,6 +1,6 @@
 import hashlib
 import logging
-import os
+import pathlib
 
 import keras
 import numpy as np
@@ -25,9 +25,9 @@ def test_offline_subset_is_real_mnist_split_in_two():
     assert not any(img.tobytes() in flat for img in x_test)
     # The fast uint8 parse reads what a float parse of the shipped file reads,
     # and the file is the one its notice names.
-    digest = hashlib.sha256(open(data.OFFLINE_MNIST_FILE, "rb").read()).hexdigest()
-    notice = os.path.join(os.path.dirname(data.OFFLINE_MNIST_FILE), "MNIST_NOTICE.txt")
-    assert digest in open(notice).read()
+    shipped = pathlib.Path(data.OFFLINE_MNIST_FILE)
+    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    assert digest in (shipped.parent / "MNIST_NOTICE.txt").read_text()
     table = np.genfromtxt(data.OFFLINE_MNIST_FILE, delimiter=",")
     x, y = table[:, :-1], table[:, -1]
     assert x.shape == (5000, 784) and np.bincount(y.astype(int)).tolist() == [500] * 10
