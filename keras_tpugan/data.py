@@ -413,10 +413,21 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     def gather(order, flips):
         return _finished_batch(read(order), tf.gather(class_ids, order), flips, labels)
 
-    ds = tf.data.Dataset.range(1).flat_map(one_epoch)
-    ds = ds.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = tf.data.Dataset.range(1).flat_map(_plain(one_epoch))
+    ds = ds.map(_plain(gather), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _plain(fn):
+    """`fn` for `tf.data` to trace as it is written, without AutoGraph.
+
+    The pipeline's functions branch and loop on Python values only, so
+    AutoGraph's rewrite of them (and of everything they call) would change
+    nothing but the time to build the pipeline; a branch on a tensor would
+    raise when traced.
+    """
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def _tf_epoch_keys(n, seed, epoch, stream):
@@ -683,7 +694,7 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
         label = example[label_key] if label_key else tf.constant(0, "int64")
         return example[image_key], tf.cast(label, "int32")
 
-    ds = ds.map(pick, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(_plain(pick), num_parallel_calls=tf.data.AUTOTUNE)
     images, class_ids = [], []
     # Same-size images come in blocks; others one by one, fitted as read.
     for x, y in tfds.as_numpy(ds.batch(1024) if fixed else ds):
@@ -830,7 +841,7 @@ def _streamed_tfds(
             records = records.shuffle(buffer, seed=key)
         used = steps * batch_size
         examples = records.take(used).map(
-            decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+            _plain(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
         flips = _tf_epoch_flips(n, seed, e, xflip)
         return tf.data.Dataset.zip(
@@ -840,9 +851,9 @@ def _streamed_tfds(
     def scaled(examples, flips):
         return _finished_batch(*examples, flips, labels)
 
-    ds = tf.data.Dataset.range(1).flat_map(one_epoch)
+    ds = tf.data.Dataset.range(1).flat_map(_plain(one_epoch))
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(scaled, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(_plain(scaled), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     logger.warning(
         "streaming %d images of TFDS %r split %r from its %d file(s), %s "

@@ -89,7 +89,7 @@ class TensorFlowGANStep(GANStep):
 
         if not self.run_eagerly:
             one_step_on_iterator = tf.function(
-                one_step_on_iterator, reduce_retracing=True
+                one_step_on_iterator, reduce_retracing=True, autograph=False
             )
         return one_step_on_iterator
 
@@ -128,7 +128,7 @@ class TensorFlowGANStep(GANStep):
         functions = self._replica_functions
         if name not in functions:
             strategy = self.distribute_strategy
-            functions[name] = tf.function(lambda: strategy.run(fn))
+            functions[name] = tf.function(lambda: strategy.run(fn), autograph=False)
         return functions[name]()
 
     def _first_local_part(self, value):
@@ -398,7 +398,10 @@ class TensorFlowGANStep(GANStep):
                 (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy),
             )
         )
-        jit = tf.function(jit_compile=True)
+        # The step branches and loops on Python values only (its settings):
+        # traced as written, without AutoGraph's rewrite of every function
+        # it calls, which took several seconds per trace.
+        jit = tf.function(jit_compile=True, autograph=False)
         per_replica = self.xla and not self.xla_whole_step
         self._discriminator_grads = (
             jit(self._discriminator_gradients)
