@@ -10,20 +10,22 @@ marked `full` run only with KERAS_TPUGAN_TEST_FULL=1 (`make test-full`).
 """
 
 import os
+import shutil
 import sys
 import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # One classifier cache for the whole run, away from the user's own cache.
 # `make test` shares one between its TensorFlow and JAX passes, so the JAX
-# pass loads the classifier the TensorFlow pass trained (and saved).
-# pytest-xdist's workers of one run share one (named after the run).
-_XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-os.environ["KERAS_TPUGAN_CACHE"] = os.environ.get("KERAS_TPUGAN_TEST_CACHE") or (
-    os.path.join(tempfile.gettempdir(), f"keras_tpugan_cache_{_XDIST_RUN}")
-    if _XDIST_RUN
-    else tempfile.mkdtemp(prefix="keras_tpugan_cache_")
-)
+# pass loads the classifier the TensorFlow pass trained (and saved), and
+# removes it at the end. Otherwise the pytest process makes one, which
+# pytest-xdist's workers inherit through the environment, and removes it
+# when the session ends (`pytest_sessionfinish`).
+_OWN_CACHE = None
+if not os.environ.get("KERAS_TPUGAN_TEST_CACHE"):
+    _OWN_CACHE = tempfile.mkdtemp(prefix="keras_tpugan_cache_")
+    os.environ["KERAS_TPUGAN_TEST_CACHE"] = _OWN_CACHE
+os.environ["KERAS_TPUGAN_CACHE"] = os.environ["KERAS_TPUGAN_TEST_CACHE"]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow's CPU kernels without oneDNN, here and in every process a test
 # starts. TensorFlow's oneDNN thread pool splits a kernel over its threads
@@ -90,6 +92,11 @@ BACKEND = keras.backend.backend()
 # a test may also read FULL to run its full size (test_multiprocess's weak
 # scaling on JAX).
 FULL = os.environ.get("KERAS_TPUGAN_TEST_FULL") == "1"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:  # made by this process, not inherited
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def pytest_ignore_collect(collection_path, config):
