@@ -419,6 +419,51 @@ def check_same_settings(settings, strategy=None):
         )
 
 
+def chief_values(values, strategy=None):
+    """The chief's (process 0's) values of a dict of floats, in every process.
+
+    A figure each process computes for itself (a quality score, from its
+    own copy of the generator and of the metric classifier) can differ in
+    its last bits between processes, and a decision taken on it (stop at a
+    target, keep the best epoch) must be the same in all of them, or the
+    processes part ways and wait on each other for ever. Every process
+    takes the chief's numbers, bit for bit (gathered on the backend's own
+    collectives, as `check_same_settings`). A run of one process returns
+    its own values at once.
+
+    Args:
+        values: A dict of names to floats; every process passes the same
+            names.
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        A dict with the same names and the chief's values, as floats.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.chief_values({"fcd": 12.5})  # one process
+    {'fcd': 12.5}
+    """
+    values = {name: float(value) for name, value in values.items()}
+    if process_count(strategy) == 1:
+        return values
+    names = sorted(values)
+    # Each float64 as two int32s: the collectives carry them exactly (JAX
+    # without x64 would round float64 to float32).
+    bits = np.array([values[name] for name in names], "float64").view("int32")
+    if keras.backend.backend() == "jax":
+        from jax.experimental import multihost_utils
+
+        rows = np.asarray(multihost_utils.process_allgather(bits[None]))
+    else:
+        strategy = strategy or tf.distribute.get_strategy()
+        local = strategy.run(lambda: tf.constant(bits[None]))
+        rows = strategy.gather(local, axis=0).numpy()  # one per replica
+    chief = np.ascontiguousarray(rows.reshape(-1, bits.size)[0]).view("float64")
+    return dict(zip(names, map(float, chief), strict=True))
+
+
 def _min_max_over_processes(value, strategy):
     if keras.backend.backend() == "jax":
         from jax.experimental import multihost_utils

@@ -291,9 +291,15 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
         "version": CLASSIFIER_VERSION,
     }
     os.makedirs(directory, exist_ok=True)
-    model.save(path)
-    with open(record_path, "w") as f:
+    # Written under names of this process's, then renamed: the processes of
+    # a run that train the same classifier at once into one cache never
+    # read a half-written file.
+    partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
+    model.save(partial)
+    os.replace(partial, path)
+    with open(f"{record_path}.{os.getpid()}.partial", "w") as f:
         json.dump(record, f, indent=2)
+    os.replace(f.name, record_path)
     logger.warning(
         "trained a metric classifier on the run's %d images of %d classes: test "
         "accuracy %.4f (cached in %s)",

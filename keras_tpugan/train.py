@@ -139,7 +139,7 @@ def train(
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
     scoring = []
-    unavailable = _quality_unavailable(config, info, processes)
+    unavailable = _quality_unavailable(config, info)
     if unavailable and config.quality_every:
         logger.warning("quality figures: %s.", unavailable)
     elif config.quality_every:
@@ -324,7 +324,7 @@ class _Snapshots(keras.callbacks.Callback):
         self._saved = epoch
 
 
-def _quality_unavailable(config, info, processes):
+def _quality_unavailable(config, info):
     """Why the run gets no quality figures, or None when it gets them."""
     if not config.quality_every:
         return "off (quality_every=0)"
@@ -332,11 +332,6 @@ def _quality_unavailable(config, info, processes):
         config.dataset, config.image_size, config.channels
     )
     if shipped or (info["num_classes"] or 0) >= 2:
-        if processes > 1 and not shipped:
-            return (
-                "FCD, classifier score, KID, precision and recall on the run's "
-                "own classifier are not computed with several processes yet"
-            )
         return None
     shape = "x".join(map(str, info["image_shape"]))
     return (

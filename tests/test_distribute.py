@@ -262,3 +262,10 @@ def test_auto_warns_when_a_tpu_is_attached_but_the_backend_cannot_use_it(
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         distribute.get_strategy("auto")
+
+
+def test_chief_values_of_one_process_are_its_own_as_floats():
+    # (Several processes: test_multiprocess's probe.)
+    values = distribute.chief_values({"fcd": keras.ops.convert_to_numpy(1.5), "kid": 2})
+    assert values == {"fcd": 1.5, "kid": 2.0}
+    assert all(type(v) is float for v in values.values())

@@ -5,8 +5,10 @@ import os
 import time
 
 import keras
+import numpy as np
 import pytest
 from conftest import BACKEND
+from PIL import Image
 
 from keras_tpugan import cli, distribute, launcher
 
@@ -130,19 +132,35 @@ def test_cluster_processes_reads_the_backends_cluster_variables(monkeypatch):
 
 @pytest.mark.both_backends
 def test_two_processes_train_and_only_the_chief_writes(
-    tmp_path, one_device_per_process
+    tmp_path, one_device_per_process, monkeypatch
 ):
-    """Slow (about 25-40 s): two launched processes, each importing the backend."""
+    """Slow (about 25-50 s): two launched processes, each importing the backend
+    and training the metric classifier of the folder's classes."""
     out = tmp_path / "two"
     lines = []
+    # A user's folder of colour images, one subfolder per class (512 of
+    # them: 2 steps of 256), scored on a classifier of its classes that
+    # both processes train into the run's one cache at the same time.
+    folder = tmp_path / "colours"
+    rng = np.random.default_rng(0)
+    for label in (0, 1):
+        (folder / str(label)).mkdir(parents=True)
+        for i in range(256):
+            pixels = rng.integers(0, 60, (16, 16, 3), dtype=np.uint8)
+            pixels[..., label] += 180  # class 0 red, class 1 green
+            Image.fromarray(pixels).save(folder / str(label) / f"{i:03d}.png")
+    cache = tmp_path / "cache"  # empty: the classifier is trained, not loaded
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(cache))
+    command = ["train", "--data", str(folder), "--image-size", "16"]
+    command += ["--preset", "smoke", "--set", "quality_every=1"]
+    command += ["--set", "quality_images=64"]
     # The demo's batch-norm generator: synchronized over processes on TF,
     # where jit_compile="auto" must turn XLA off as under MirroredStrategy.
-    command = ["train", "--preset", "smoke", "--set", "quality_every=0"]
     command += ["--set", "norm=batch", "--set", "jit_compile=auto"]
-    # Plumbing, not quality: the smallest networks, 4 steps, no validation
+    # Plumbing, not quality: the smallest networks, no validation
     # (validated across processes: test_multiprocess).
     command += ["--set", "width=8", "--set", "latent_dim=8", "--set", "batch_size=256"]
-    command += ["--set", "split=train[:1024]", "--set", "validation_split=none"]
+    command += ["--set", "validation_split=none"]
     status = launcher.launch(
         [*command, "--out", str(out)], 2, grace_seconds=30, printer=lines.append
     )
@@ -151,6 +169,18 @@ def test_two_processes_train_and_only_the_chief_writes(
     assert summary["processes"] == 2
     assert summary["replicas"] == 2
     assert summary["batch_size"] == 256
+    # Quality figures on the classifier of the folder's two classes; each
+    # process logs the chief's (test_multiprocess checks that they are).
+    assert summary["quality_unavailable"] is None
+    final = summary["final"]
+    assert np.isfinite(final["fcd"]) and np.isfinite(final["kid"])
+    assert final["classifier_score_real"] == pytest.approx(2.0, abs=0.05)
+    for rank in (0, 1):
+        trained = [x for x in lines if x.startswith(f"[rank {rank}] quality figures")]
+        assert len(trained) == 1 and "classifier of the run's 2 classes" in trained[0]
+    # Written whole, under names of each process's, then renamed into place.
+    cached = sorted(p.suffix for p in cache.iterdir())
+    assert cached == [".json", ".keras"], sorted(cache.iterdir())
     if BACKEND == "jax":
         assert summary["strategy"] == "DataParallel" and summary["xla"] is True
     else:
@@ -165,4 +195,4 @@ def test_two_processes_train_and_only_the_chief_writes(
     gan = keras.saving.load_model(
         out / "snapshots" / "gan_epoch_0001.keras", safe_mode=True
     )
-    assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 4
+    assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 2

@@ -21,15 +21,16 @@ from keras_tpugan import launcher
 pytestmark = pytest.mark.both_backends
 BACKEND = keras.backend.backend()
 
-# One launch of two processes checks three things, each process importing
-# the backend and starting its strategy once for all three (each its own test
+# One launch of two processes checks four things, each process importing
+# the backend and starting its strategy once for all four (each its own test
 # below):
 # 1. each process records the example ids it is fed for two epochs, through
 #    the split `GAN.fit` uses: `shard_over_processes` on TensorFlow, the
 #    process's rows of each global batch that `EpochBatches` gives on JAX;
 # 2. the same settings pass `check_same_settings`, a seed that differs per
 #    process is refused;
-# 3. `keras-tpugan train` with a global batch that does not split over the
+# 3. every process gets the chief's values from `chief_values`;
+# 4. `keras-tpugan train` with a global batch that does not split over the
 #    two processes is refused, as a command-line error.
 # Then each process exits with status 2 (the settings refused).
 PROBE = """
@@ -66,6 +67,8 @@ if not jax:  # the epochs' iterators, dropped, are deleted on a thread of their 
 rank = int(os.environ["KERAS_TPUGAN_RANK"])
 ktg.distribute.check_same_settings({"batch_size": 64, "seed": 0}, strategy)
 print("same settings on", ktg.distribute.process_count(strategy), "processes")
+values = {"kid": 1 / 3 + rank, "fcd": rank + 0.1}  # each process's own
+print("CHIEF", json.dumps(ktg.distribute.chief_values(values, strategy)))
 try:
     ktg.distribute.check_same_settings({"batch_size": 64, "seed": rank}, strategy)
 except ValueError as e:
@@ -258,6 +261,13 @@ def test_processes_started_with_different_settings_are_refused(probe):
     for rank in (0, 1):
         assert f"[rank {rank}] refused: Expected every process of the run" in text
         assert f"rank {rank} exited with status 2" in text
+
+
+def test_every_process_takes_the_chiefs_values(probe):
+    _, lines = probe
+    got = [line.split("] ", 1)[1] for line in lines if "] CHIEF " in line]
+    # Rank 0's, bit for bit (JSON writes a float's shortest exact repr).
+    assert got == ['CHIEF {"fcd": 0.1, "kid": 0.3333333333333333}'] * 2, got
 
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused(probe):

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 from keras_tpugan import data as data_lib
-from keras_tpugan import metrics
+from keras_tpugan import distribute, metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
 
 NAMES = {
@@ -488,7 +488,9 @@ class QualityMetrics(GANCallback):
         Returns:
             A dict with the scores (`fcd`, `classifier_score`, `kid`,
             `precision`, `recall` and the real floor; `fid` in place of `fcd`
-            and no classifier score for inception features).
+            and no classifier score for inception features). With several
+            processes, every process gets the chief's scores
+            (`distribute.chief_values`).
         """
         images = self.model.generate(self.num_images, seed=self.seed)
         features, probabilities = self._extract(images)
@@ -499,13 +501,17 @@ class QualityMetrics(GANCallback):
         )
         coverage = {"kid": kid, "precision": precision, "recall": recall}
         if self.features == "inception":
-            return {"fid": distance, **coverage, **self.floor}
-        return {
-            "fcd": distance,
-            "classifier_score": metrics.classifier_score(probabilities),
-            **coverage,
-            **self.floor,
-        }
+            scores = {"fid": distance, **coverage, **self.floor}
+        else:
+            scores = {
+                "fcd": distance,
+                "classifier_score": metrics.classifier_score(probabilities),
+                **coverage,
+                **self.floor,
+            }
+        # With several processes, every one logs (and decides on) the chief's.
+        strategy = getattr(self.model, "distribute_strategy", None)
+        return distribute.chief_values(scores, strategy)
 
 
 class _TrainingClock:
