@@ -135,7 +135,7 @@ def test_two_processes_train_and_only_the_chief_writes(
     tmp_path, one_device_per_process, monkeypatch
 ):
     """Slow (about 25-50 s): two launched processes, each importing the backend
-    and training the metric classifier of the folder's classes."""
+    (and on TensorFlow training the metric classifier of the folder's classes)."""
     out = tmp_path / "two"
     lines = []
     # A user's folder of colour images, one subfolder per class (512 of
@@ -151,8 +151,13 @@ def test_two_processes_train_and_only_the_chief_writes(
             Image.fromarray(pixels).save(folder / str(label) / f"{i:03d}.png")
     cache = tmp_path / "cache"  # empty: the classifier is trained, not loaded
     monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(cache))
+    # Scored in the TensorFlow pass. The JAX pass trains without scores:
+    # there the classifier's training and the scoring compile, about 55
+    # CPU-s more for the two processes, and what several processes change
+    # in scoring (`chief_values`) test_multiprocess's probe checks on both.
+    quality = BACKEND == "tensorflow"
     command = ["train", "--data", str(folder), "--image-size", "16"]
-    command += ["--preset", "smoke", "--set", "quality_every=1"]
+    command += ["--preset", "smoke", "--set", f"quality_every={int(quality)}"]
     command += ["--set", "quality_images=64"]
     # The demo's batch-norm generator: synchronized over processes on TF,
     # where jit_compile="auto" must turn XLA off as under MirroredStrategy.
@@ -169,18 +174,21 @@ def test_two_processes_train_and_only_the_chief_writes(
     assert summary["processes"] == 2
     assert summary["replicas"] == 2
     assert summary["batch_size"] == 256
-    # Quality figures on the classifier of the folder's two classes; each
-    # process logs the chief's (test_multiprocess checks that they are).
-    assert summary["quality_unavailable"] is None
-    final = summary["final"]
-    assert np.isfinite(final["fcd"]) and np.isfinite(final["kid"])
-    assert final["classifier_score_real"] == pytest.approx(2.0, abs=0.05)
-    for rank in (0, 1):
-        trained = [x for x in lines if x.startswith(f"[rank {rank}] quality figures")]
-        assert len(trained) == 1 and "classifier of the run's 2 classes" in trained[0]
-    # Written whole, under names of each process's, then renamed into place.
-    cached = sorted(p.suffix for p in cache.iterdir())
-    assert cached == [".json", ".keras"], sorted(cache.iterdir())
+    if quality:
+        # Quality figures on the classifier of the folder's two classes; each
+        # process logs the chief's (test_multiprocess checks that they are).
+        assert summary["quality_unavailable"] is None
+        final = summary["final"]
+        assert np.isfinite(final["fcd"]) and np.isfinite(final["kid"])
+        assert final["classifier_score_real"] == pytest.approx(2.0, abs=0.05)
+        for rank in (0, 1):
+            said = [x for x in lines if x.startswith(f"[rank {rank}] quality figures")]
+            assert len(said) == 1 and "classifier of the run's 2 classes" in said[0]
+        # Written whole, under names of each process's, then renamed into place.
+        cached = sorted(p.suffix for p in cache.iterdir())
+        assert cached == [".json", ".keras"], sorted(cache.iterdir())
+    else:
+        assert summary["quality_unavailable"] == "off (quality_every=0)"
     if BACKEND == "jax":
         assert summary["strategy"] == "DataParallel" and summary["xla"] is True
     else:
