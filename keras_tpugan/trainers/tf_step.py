@@ -400,7 +400,7 @@ class TensorFlowGANStep(GANStep):
         )
         # The step branches and loops on Python values only (its settings):
         # traced as written, without AutoGraph's rewrite of every function
-        # it calls, which took several seconds per trace.
+        # it calls, which took a few CPU-seconds per trace.
         jit = tf.function(jit_compile=True, autograph=False)
         per_replica = self.xla and not self.xla_whole_step
         self._discriminator_grads = (
