@@ -293,13 +293,19 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
     os.makedirs(directory, exist_ok=True)
     # Written under names of this process's, then renamed: the processes of
     # a run that train the same classifier at once into one cache never
-    # read a half-written file.
+    # read a half-written file, and a failed write leaves no file behind.
     partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
-    model.save(partial)
-    os.replace(partial, path)
-    with open(f"{record_path}.{os.getpid()}.partial", "w") as f:
-        json.dump(record, f, indent=2)
-    os.replace(f.name, record_path)
+    partial_record = f"{record_path}.{os.getpid()}.partial"
+    try:
+        model.save(partial)
+        with open(partial_record, "w") as f:
+            json.dump(record, f, indent=2)
+        os.replace(partial, path)
+        os.replace(partial_record, record_path)
+    finally:
+        for leftover in (partial, partial_record):
+            if os.path.exists(leftover):
+                os.remove(leftover)
     logger.warning(
         "trained a metric classifier on the run's %d images of %d classes: test "
         "accuracy %.4f (cached in %s)",

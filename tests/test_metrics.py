@@ -166,6 +166,25 @@ def test_offline_reference_is_computed_once_per_classifier_file(
     np.testing.assert_array_equal(fresh, features)
 
 
+def test_a_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
+    """The classifier and its record are written under names of the
+    process's and renamed into place: a write that fails leaves neither."""
+    tiny = ktg.models.dcgan_discriminator(width=8)  # the write path only
+
+    def trained(*args):
+        return tiny, 0.5
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(metrics, "_fit_classifier", trained)
+    monkeypatch.setattr(metrics.json, "dump", disk_full)
+    images = np.zeros((20, 28, 28, 1), "uint8")
+    with pytest.raises(OSError, match="No space left"):
+        metrics.data_classifier(images, np.arange(20) % 2, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_classifier_of_the_runs_own_labelled_images_is_trained_and_cached(tmp_path):
     """Slow (about 10-25 s): trains the metric network on 120 colour images."""
     rng = np.random.default_rng(0)
