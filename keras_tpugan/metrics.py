@@ -78,17 +78,37 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
         with open(_record_path(path)) as f:
             return keras.saving.load_model(path), json.load(f)
     path = _cached_classifier_path(directory)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     model, record = _train_classifier(epochs, seed)
-    model.save(path)
-    with open(_record_path(path), "w") as f:
-        json.dump(record, f, indent=2)
+    _save_classifier(model, record, path)
     logger.warning(
         "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
         record["test_accuracy"],
         path,
     )
     return model, record
+
+
+def _save_classifier(model, record, path):
+    """Caches a metric classifier at `path` and its record beside it.
+
+    Both are written under names of this process's, then renamed into
+    place: the processes of a run that train the same classifier at once
+    into one cache never read a half-written file, and a failed write
+    leaves no file behind.
+    """
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
+    partial_record = f"{_record_path(path)}.{os.getpid()}.partial"
+    try:
+        model.save(partial)
+        with open(partial_record, "w") as f:
+            json.dump(record, f, indent=2)
+        os.replace(partial, path)
+        os.replace(partial_record, _record_path(path))
+    finally:
+        for leftover in (partial, partial_record):
+            if os.path.exists(leftover):
+                os.remove(leftover)
 
 
 def classifier_path(directory=None):
@@ -290,22 +310,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
         "seed": seed,
         "version": CLASSIFIER_VERSION,
     }
-    os.makedirs(directory, exist_ok=True)
-    # Written under names of this process's, then renamed: the processes of
-    # a run that train the same classifier at once into one cache never
-    # read a half-written file, and a failed write leaves no file behind.
-    partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
-    partial_record = f"{record_path}.{os.getpid()}.partial"
-    try:
-        model.save(partial)
-        with open(partial_record, "w") as f:
-            json.dump(record, f, indent=2)
-        os.replace(partial, path)
-        os.replace(partial_record, record_path)
-    finally:
-        for leftover in (partial, partial_record):
-            if os.path.exists(leftover):
-                os.remove(leftover)
+    _save_classifier(model, record, path)
     logger.warning(
         "trained a metric classifier on the run's %d images of %d classes: test "
         "accuracy %.4f (cached in %s)",
