@@ -452,28 +452,27 @@ def chief_values(values, strategy=None):
     # Each float64 as two int32s: the collectives carry them exactly (JAX
     # without x64 would round float64 to float32).
     bits = np.array([values[name] for name in names], "float64").view("int32")
-    if keras.backend.backend() == "jax":
-        from jax.experimental import multihost_utils
-
-        rows = np.asarray(multihost_utils.process_allgather(bits[None]))
-    else:
-        strategy = strategy or tf.distribute.get_strategy()
-        local = strategy.run(lambda: tf.constant(bits[None]))
-        rows = strategy.gather(local, axis=0).numpy()  # one per replica
-    chief = np.ascontiguousarray(rows.reshape(-1, bits.size)[0]).view("float64")
+    chief = np.ascontiguousarray(_gathered(bits, strategy)[0]).view("float64")
     return dict(zip(names, map(float, chief), strict=True))
 
 
 def _min_max_over_processes(value, strategy):
+    values = _gathered(np.array([value], "int32"), strategy)
+    return int(values.min()), int(values.max())
+
+
+def _gathered(row, strategy):
+    """Every process's int32 `row`, stacked in process order (the chief's
+    first; on TensorFlow one row per replica), on the backend's collectives."""
     if keras.backend.backend() == "jax":
         from jax.experimental import multihost_utils
 
-        values = multihost_utils.process_allgather(np.array([value], "int32"))
-        return int(np.min(values)), int(np.max(values))
-    strategy = strategy or tf.distribute.get_strategy()
-    local = strategy.run(lambda: tf.constant([value], tf.int32))
-    values = strategy.gather(local, axis=0).numpy()  # one per replica
-    return int(values.min()), int(values.max())
+        rows = multihost_utils.process_allgather(row[None])
+    else:
+        strategy = strategy or tf.distribute.get_strategy()
+        local = strategy.run(lambda: tf.constant(row[None], tf.int32))
+        rows = strategy.gather(local, axis=0).numpy()
+    return np.asarray(rows).reshape(-1, row.size)
 
 
 def shard_over_processes(dataset, strategy=None):
