@@ -222,6 +222,22 @@ def photo_folder(folder, count, shape=(40, 30, 3), suffix=".jpg", seed=0):
     return folder
 
 
+def colour_folder(directory, classes=2, per_class=24, flat=False, shape=(30, 36, 3)):
+    """RGB PNGs of `shape`, each class its own colour, in a subfolder per
+    class (`class_K`) or all in `directory` (`flat`)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for label in range(classes):
+        folder = directory if flat else directory / f"class_{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 60, shape).astype("uint8")
+            pixels[..., label % 3] += 180
+            Image.fromarray(pixels).save(folder / f"{label}_{i}.png")
+    return directory
+
+
 def tiny_quality(classifier_dir, **kwargs):
     """QualityMetrics on 50 generated images against random 'real' ones."""
     return ktg.callbacks.QualityMetrics(

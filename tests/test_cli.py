@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import subprocess_env
+from conftest import colour_folder, subprocess_env
 from PIL import Image
 
 from keras_tpugan import cli, precision
@@ -315,18 +315,6 @@ def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
     assert cli.main([*argv, "--space", "warmup=0,5"]) == 2
 
 
-def _colour_folder(directory, classes=2, per_class=24, flat=False):
-    """RGB PNGs of 30x36 pixels, each class its own colour."""
-    rng = np.random.default_rng(0)
-    for label in range(classes):
-        folder = directory if flat else directory / f"class_{label}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for i in range(per_class):
-            pixels = rng.integers(0, 60, (30, 36, 3)).astype("uint8")
-            pixels[..., label % 3] += 180
-            Image.fromarray(pixels).save(folder / f"{label}_{i}.png")
-
-
 # Plumbing, not quality: the smallest networks, on one device as on a
 # user's CPU (the suite's process has four logical CPU devices, and "auto"
 # takes them all: test_train_smoke_writes_the_run_directory checks that).
@@ -338,7 +326,7 @@ TINY_RUN += ["--set", "num_replicas=1"]
 def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys):
     """Slow (about 25-60 s): three small training runs on colour folders, the
     first training a metric classifier on its two classes."""
-    _colour_folder(tmp_path / "images")
+    colour_folder(tmp_path / "images")
     out = tmp_path / "run"
     argv = ["train", "--data", str(tmp_path / "images"), "--image-size", "32"]
     argv += [*TINY_RUN, "--set", "conditional=true", "--set", "quality_images=32"]
@@ -361,7 +349,7 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     assert config["image_size"] == 32 and config["source"] == "auto"
     # A flat folder has no classes: a conditional run is refused before
     # any training step, in one line that says what to do.
-    _colour_folder(tmp_path / "flat", flat=True)
+    colour_folder(tmp_path / "flat", flat=True)
     argv[2] = str(tmp_path / "flat")
     capsys.readouterr()
     assert cli.main(argv) == 2
@@ -383,7 +371,7 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
 def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):
     """Slow (about 20-40 s): a one-trial search and a one-run sweep on a folder
     of two colour classes, each scored on a classifier of those classes."""
-    _colour_folder(tmp_path / "images")
+    colour_folder(tmp_path / "images")
     data = ["--data", str(tmp_path / "images"), "--image-size", "32"]
     tiny = ["--preset", "smoke", "--set", "width=8", "--set", "latent_dim=8"]
     tiny += ["--set", "num_replicas=1", "--set", "quality_images=32"]
@@ -403,7 +391,7 @@ def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):
     assert summary["image_shape"] == [32, 32, 3]
     # A folder without classes has nothing to measure the FCD with: the
     # search is refused before its first trial, in one line.
-    _colour_folder(tmp_path / "flat", flat=True)
+    colour_folder(tmp_path / "flat", flat=True)
     capsys.readouterr()
     tune[2] = str(tmp_path / "flat")
     assert cli.main([*tune, "--out", str(tmp_path / "flat_tune")]) == 2
@@ -431,7 +419,7 @@ def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
     argv = ["train", *TINY_RUN, "--set", "dataset=cifar10", "--out", str(tmp_path)]
     assert cli.main(argv) == 2
     assert "cannot download" in capsys.readouterr().err
-    _colour_folder(tmp_path / "few", classes=1, per_class=4)
+    colour_folder(tmp_path / "few", classes=1, per_class=4)
     argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "32", *TINY_RUN]
     assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
     assert "batch_size <= the 4 images" in capsys.readouterr().err

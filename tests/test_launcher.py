@@ -7,8 +7,7 @@ import time
 import keras
 import numpy as np
 import pytest
-from conftest import BACKEND
-from PIL import Image
+from conftest import BACKEND, colour_folder
 
 from keras_tpugan import cli, distribute, launcher
 
@@ -141,14 +140,7 @@ def test_two_processes_train_and_only_the_chief_writes(
     # A user's folder of colour images, one subfolder per class (512 of
     # them: 2 steps of 256), scored on a classifier of its classes that
     # both processes train into the run's one cache at the same time.
-    folder = tmp_path / "colours"
-    rng = np.random.default_rng(0)
-    for label in (0, 1):
-        (folder / str(label)).mkdir(parents=True)
-        for i in range(256):
-            pixels = rng.integers(0, 60, (16, 16, 3), dtype=np.uint8)
-            pixels[..., label] += 180  # class 0 red, class 1 green
-            Image.fromarray(pixels).save(folder / str(label) / f"{i:03d}.png")
+    folder = colour_folder(tmp_path / "colours", per_class=256, shape=(16, 16, 3))
     cache = tmp_path / "cache"  # empty: the classifier is trained, not loaded
     monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(cache))
     # Scored in the TensorFlow pass. The JAX pass trains without scores:
