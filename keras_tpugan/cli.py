@@ -23,7 +23,8 @@ from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
 PRESET_HELP = (
     "demo (the default without --data), images (the default with --data: the "
-    "demo's recipe, the model sized for --image-size), demo-conditional, smoke, "
+    "demo's recipe at Adam 1e-3, the model sized for --image-size), "
+    "demo-conditional, smoke, "
     "mnist-tpu"
 )
 

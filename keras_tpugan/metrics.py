@@ -14,8 +14,10 @@ provides features and class probabilities for:
 For any other labelled data, `data_classifier` trains the same network on
 the run's own images (cached by their hash) for the same three figures.
 
-For RGB data, `inception_features` gives FID's own InceptionV3 features
-(ImageNet weights need internet once; `weights=None` runs offline).
+For RGB data, `inception_features` gives the pool features of Keras's
+ImageNet InceptionV3 (its weights need internet once; `weights=None` runs
+offline). That is not the network published FIDs are measured with, so a
+Frechet distance on these features compares runs with each other only.
 """
 
 import functools
@@ -507,7 +509,11 @@ def _knn_radii(x, k):
 
 
 def inception_features(images, weights="imagenet", batch_size=64):
-    """FID's features: InceptionV3's 2048-d pool features of RGB images.
+    """The 2048-d pool features of Keras's InceptionV3 for RGB images.
+
+    FID's recipe on these features is not FID as published: published FIDs
+    use another set of Inception weights, which Keras does not ship. Use
+    the distance to compare runs with each other.
 
     Args:
         images: Array `(n, h, w, 3)` in [-1, 1] (resized to 299x299).

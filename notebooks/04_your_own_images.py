@@ -161,8 +161,8 @@ display(Image(filename=f"{OUT}/real_images.png"))
 # %% [markdown]
 # ## Train, or continue
 # The `images` preset: the demo's recipe (batch-normalized generator, spectrally normalized
-# discriminator, Adam with beta_1 = 0, EMA of the generator) with the networks sized for
-# `IMAGE_SIZE`, your data and sizes. `architecture="resnet"` in the `replace` below trains
+# discriminator, Adam with beta_1 = 0, EMA of the generator) at the learning rate chosen on
+# RGB digits (1e-3), with the networks sized for `IMAGE_SIZE`, your data and sizes. `architecture="resnet"` in the `replace` below trains
 # the ResNet networks instead. When `OUT` holds an
 # unfinished run (its `backup/`), training continues from its last completed epoch.
 

@@ -74,14 +74,16 @@ def test_train_without_a_preset_picks_the_demo_or_the_images_recipe():
         return cli._config(args)
 
     assert config() == TrainConfig.preset("demo")
-    # Your own data: the demo's recipe, the model sized for the images.
+    # Your own data: the demo's recipe at the learning rate its RGB
+    # ablation chose, the model sized for the images.
     own = config("--data", "photos", "--image-size", "64")
     assert own == dataclasses.replace(
         TrainConfig.preset("images"), dataset="photos", image_size=64
     )
     demo = TrainConfig.preset("demo")
-    recipe = ("norm", "d_norm", "batch_size", "learning_rate", "beta_1")
+    recipe = ("norm", "d_norm", "batch_size", "beta_1", "ema_halflife_images")
     assert [getattr(own, k) for k in recipe] == [getattr(demo, k) for k in recipe]
+    assert own.learning_rate == 1e-3 and demo.learning_rate == 4e-3
     assert own.width is None and own.source == "auto" and own.latent_dim == 128
     # A preset named: its settings, the data replaced.
     smoke = config("--preset", "smoke", "--data", "cifar10", "--set", "epochs=2")

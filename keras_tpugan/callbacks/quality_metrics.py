@@ -108,7 +108,8 @@ class QualityMetrics(GANCallback):
         seed: Seed of the generated images' latents.
         classifier_dir: Cache folder of a rebuilt classifier (the shipped
             one is used when it holds none).
-        features: `"classifier"` (MNIST) or `"inception"` (RGB, FID).
+        features: `"classifier"` (MNIST) or `"inception"` (RGB images, on
+            Keras's ImageNet InceptionV3: see above).
         classifier: A model from images in [-1, 1] to `[features,
             probabilities]` (or the `(model, record)` pair
             `metrics.data_classifier` returns), in place of the MNIST
