@@ -24,8 +24,7 @@ from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 PRESET_HELP = (
     "demo (the default without --data), images (the default with --data: the "
     "demo's recipe at Adam 1e-3, the model sized for --image-size), "
-    "demo-conditional, smoke, "
-    "mnist-tpu"
+    "demo-conditional, smoke, mnist-tpu"
 )
 
 
