@@ -159,7 +159,7 @@ def _same_generators(a, b):
 def test_two_processes_one_killed_and_restarted_end_as_one_process_does(
     tmp_path, one_device_per_process
 ):
-    """Slow (about 60-190 s, the longer while the other pass's launches run
+    """Slow (about 45-70 s, the longer while the other worker's tests run
     beside it): three launches (one process; two, of which one kills
     itself; the two again), each process importing the backend and
     compiling its step, and the survivor waits out the heartbeat time-out
