@@ -15,6 +15,8 @@ import keras_tpugan as ktg
 pytestmark = pytest.mark.both_backends
 
 EPOCHS = 4
+# The epochs a killed run completed: it is resumed from its backup after these.
+KILLED_AFTER = 2
 
 
 class DataEpochs(keras.callbacks.Callback):
@@ -74,7 +76,7 @@ def _run(
     crash_after=None,
     scramble=False,
     recipe="wgan_gp_n_critic_2_dropout",
-    copy_after=None,
+    copy_to=None,
 ):
     keras.utils.set_random_seed(1)  # the same script, started again
     gan = tiny_gan(**RECIPES[recipe])
@@ -88,9 +90,8 @@ def _run(
     callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir)), epochs]
     if crash_after:
         callbacks.append(Crash(crash_after))
-    if copy_after:  # (after BackupAndRestore, which writes the backup first)
-        copy_dir = f"{backup_dir}_after_{copy_after}"
-        callbacks.append(CopyBackup(copy_after, str(backup_dir), copy_dir))
+    if copy_to:  # (after BackupAndRestore, which writes the backup first)
+        callbacks.append(CopyBackup(KILLED_AFTER, str(backup_dir), str(copy_to)))
     history = gan.fit(ds, epochs=EPOCHS, verbose=0, callbacks=callbacks)
     history.data_epochs = epochs.seen
     return gan, history
@@ -116,29 +117,31 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path, recipe):
     epoch 2 (what a run killed then leaves), and the run started again on
     that copy. (A run that really crashes after epoch 2 and is resumed:
     the JAX pass of this test, in one process; a run killed with SIGKILL:
-    test_cli.py.) Run one after another in one
-    TensorFlow process, the resumed fit sometimes ended off the
-    uninterrupted one: by 2.1e-5 in one CI run, by about 1.1e-6 in 2 of 17
-    runs on a loaded CPU. In fresh processes without op determinism, 16 of
-    16 runs on a loaded CPU were bitwise equal, and one CI run ended 4.4e-5
-    off. The cause inside TensorFlow's runtime is not found.
+    test_cli.py.) Run one after another in one TensorFlow process, the
+    resumed fit sometimes ended off the uninterrupted one: by 2.1e-5 in one
+    CI run, by about 1.1e-6 in 2 of 17 runs on a loaded CPU. In fresh
+    processes without op determinism, 16 of 16 runs on a loaded CPU were
+    bitwise equal, and one CI run ended 4.4e-5 off. The cause inside
+    TensorFlow's runtime is not found.
     """
     if BACKEND == "tensorflow":
-        reference = _in_own_process(tmp_path / "a", recipe, copy_after=2)
-        resumed = _in_own_process(tmp_path / "a_after_2", recipe, scramble=True)
+        killed = tmp_path / "killed"  # the backup as a run killed then leaves it
+        reference = _in_own_process(tmp_path / "a", recipe, copy_to=killed)
+        resumed = _in_own_process(killed, recipe, scramble=True)
         _check_resumed(reference, resumed)
     else:
         check_resume(tmp_path, recipe)
 
 
-def _in_own_process(backup_dir, recipe, scramble=False, copy_after=None):
+def _in_own_process(backup_dir, recipe, scramble=False, copy_to=None):
     """`_run` in a fresh Python process; its outcome (see `_outcome`)."""
     tests = os.path.dirname(os.path.abspath(__file__))
     out = f"{backup_dir}.npz"
+    copy_to = None if copy_to is None else str(copy_to)
     code = (
         f"import sys; sys.path.insert(0, {tests!r}); import test_resume; "
         f"test_resume._outcome_to({str(backup_dir)!r}, {recipe!r}, "
-        f"{scramble!r}, {copy_after!r}, {out!r})"
+        f"{scramble!r}, {copy_to!r}, {out!r})"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
@@ -148,7 +151,7 @@ def _in_own_process(backup_dir, recipe, scramble=False, copy_after=None):
         return {key: saved[key] for key in saved.files}
 
 
-def _outcome_to(backup_dir, recipe, scramble, copy_after, out):
+def _outcome_to(backup_dir, recipe, scramble, copy_to, out):
     """Runs `_run` and saves what `_check_resumed` compares, as arrays, with
     TensorFlow's op determinism on (its documented setting for run-to-run
     equal results: a kernel whose threads may sum in another order runs a
@@ -162,7 +165,7 @@ def _outcome_to(backup_dir, recipe, scramble, copy_after, out):
         pathlib.Path(backup_dir),
         scramble=scramble,
         recipe=recipe,
-        copy_after=copy_after,
+        copy_to=copy_to,
     )
     np.savez(out, **_outcome(gan, history))
 
@@ -203,6 +206,6 @@ def check_resume(tmp_path, recipe):
     never interrupted, all in this process."""
     reference = _outcome(*_run(tmp_path / "a", recipe=recipe))
     with pytest.raises(RuntimeError, match="killed"):
-        _run(tmp_path / "b", crash_after=2, recipe=recipe)
+        _run(tmp_path / "b", crash_after=KILLED_AFTER, recipe=recipe)
     resumed = _outcome(*_run(tmp_path / "b", scramble=True, recipe=recipe))
     _check_resumed(reference, resumed)
