@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import sys
+import warnings
 
 from keras_tpugan import backends
 from keras_tpugan.backends import BACKENDS
@@ -410,13 +411,35 @@ def main(argv=None):
         the machine ran out of memory.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    status = _run(argv)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warnings(format_warning)
+    try:
+        status = _run(argv)
+    finally:
+        warnings.formatwarning = format_warning
     distribute = sys.modules.get("keras_tpugan.distribute")
     if distribute is not None:
         # A multi-process iterator still being deleted would abort the
         # process when Python finalizes: it leaves with its status instead.
         distribute.end_process(status)
     return status
+
+
+def _one_line_warnings(format_warning):
+    """A `warnings.formatwarning` that prints this package's warnings as one
+    `keras-tpugan: warning: ...` line: their message says what to do, and
+    the path and source line Python adds would be the package's own code.
+    Other warnings (Keras's, TensorFlow's) keep `format_warning`'s form."""
+
+    def formatted(message, category, filename, lineno, line=None):
+        if os.path.abspath(filename).startswith(_PACKAGE_DIR):
+            return f"keras-tpugan: warning: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    return formatted
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _run(argv):
@@ -509,6 +532,12 @@ def _train(args):
     )
     print(json.dumps(summary, indent=2))
     print(f"keras-tpugan: wrote {args.out}/")
+    if summary["stopped_by_time_budget"]:
+        print(
+            f"keras-tpugan: stopped by --time-budget after epoch "
+            f"{summary['epochs_completed']} of {summary['epochs']}; to continue, "
+            "run the same command" + ("" if args.resume else " with --resume")
+        )
     return 0
 
 

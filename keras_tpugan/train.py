@@ -233,6 +233,8 @@ def train(
         "stopped_reason": guard.stopped_reason,
         "resumed_at_epoch": history.epoch[0] if resume and history.epoch else None,
         "stopped_by_time_budget": stopped_by_budget,
+        # Of all the run's sessions (a resumed one counts on from the backup).
+        "epochs_completed": history.epoch[-1] + 1 if history.epoch else None,
         "final": {k: float(v[-1]) for k, v in history.history.items() if v},
         "image_shape": list(info["image_shape"]),
         "quality_unavailable": unavailable,

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -229,6 +230,23 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
     ]
     assert cli.main([*sweep, "--lr-scaling", "cubic"]) == 2
     assert "Expected lr_scaling in" in capsys.readouterr().err
+
+
+def test_the_packages_warnings_print_as_one_line_at_the_command_line(tmp_path):
+    from keras_tpugan import data
+
+    default = warnings.formatwarning
+    formatted = cli._one_line_warnings(default)
+    text = "Skipped 1 of the 9 files under 'photos' that are not readable images"
+    assert formatted(text, UserWarning, data.__file__, 170, "read_images(") == (
+        f"keras-tpugan: warning: {text}\n"
+    )
+    # Keras's own (and TensorFlow's) keep Python's form, path and line.
+    args = ("old", DeprecationWarning, keras.__file__, 3, "x = 1")
+    assert formatted(*args) == default(*args) != "keras-tpugan: warning: old\n"
+    # The command puts the formatter in place only while it runs.
+    assert cli.main(["train", "--set", "epoch=2", "--out", str(tmp_path)]) == 2
+    assert warnings.formatwarning is default
 
 
 @pytest.mark.parametrize("command", ["train", "sweep", "tune", "sample", "bench"])
@@ -468,6 +486,11 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     assert cli.main([*argv, "--time-budget", "0.001", "--out", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stopped_by_time_budget"] is True and summary["replicas"] == 2
+    assert summary["epochs_completed"] == 1
+    assert capsys.readouterr().out.endswith(
+        "keras-tpugan: stopped by --time-budget after epoch 1 of 3; to continue, "
+        "run the same command with --resume\n"
+    )
     assert (run / "backup").is_dir()  # kept, to resume from
     assert sorted(os.listdir(run / "snapshots")) == ["gan_epoch_0001.keras"]
     # Without --resume, an unfinished run is not overwritten.
@@ -485,6 +508,8 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     assert cli.main([*argv, "--resume", "--out", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_at_epoch"] == 1 and not summary["stopped_by_time_budget"]
+    assert summary["epochs_completed"] == 3
+    assert "--time-budget" not in capsys.readouterr().out
     assert not (run / "backup").exists()  # finished: removed
     assert len(os.listdir(run / "snapshots")) == 3
     _assert_same_state(run, tmp_path / "whole")
