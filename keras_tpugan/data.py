@@ -622,9 +622,37 @@ def _resolved_source(name, source, data_dir):
         raise ValueError(
             f"Expected `source` in {SOURCES}. Received: source={source!r}."
         )
+    _check_dataset_name(name)
     if source == "auto":
         return "tfds" if _tfds_available(name, data_dir) else "offline"
     return source
+
+
+# A TFDS name: the builder's (lowercase), then maybe a config and a version,
+# as in "cifar10", "celeb_a", "cifar10_corrupted/brightness_1:1.0.0".
+_DATASET_NAME = re.compile(r"[a-z][a-z0-9_]*(/[\w.-]+)?(:[\d*.]+)?")
+_ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".rar")
+
+
+def _check_dataset_name(name):
+    """Refuses a string that is neither a folder nor a TFDS name (a file, an
+    archive, a path that does not exist) before TFDS is asked for it."""
+    if _DATASET_NAME.fullmatch(name):
+        return
+    if os.path.isfile(name):
+        fix = (
+            "Unpack the archive into a folder and pass the folder"
+            if name.lower().endswith(_ARCHIVES)
+            else "Pass the folder that holds the images"
+        )
+        received = f"{name!r}, a file"
+    else:
+        fix = "Check the path, or pass a TFDS name such as 'cifar10'"
+        received = f"{name!r}, which is no folder and no TFDS name"
+    raise ValueError(
+        "Expected a folder of images or a TFDS dataset name (lowercase, such "
+        f"as 'cifar10' or 'celeb_a'). Received: {received}. {fix}."
+    )
 
 
 def _from_name(name, split, source, data_dir, size, resize, image_key, label_key):

@@ -296,7 +296,8 @@ def _scan(directory, image_size, channels, resize, probe):
         raise ValueError(
             f"Expected image_size (an int, or (height, width)) for the image "
             f"folder {directory!r}: its images can have any size. Received: "
-            "image_size=None."
+            "image_size=None. Pass the side to train at, such as image_size=64 "
+            "(`--image-size 64` at the command line)."
         )
     check_channels(channels)
     check_resize(resize)

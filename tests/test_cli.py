@@ -422,8 +422,11 @@ def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):
 def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
+    archive = tmp_path / "photos.zip"
+    archive.write_bytes(b"PK")
     cases = {
         str(empty): "Received: an empty folder",
+        str(archive): "a file. Unpack the archive into a folder",
         "cifar10": "cannot download",  # no network here, no TFDS data
         "no_such_dataset": "cannot download",
     }
@@ -441,6 +444,9 @@ def test_bad_data_is_one_clear_line_before_training(tmp_path, capsys):
     argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "32", *TINY_RUN]
     assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
     assert "batch_size <= the 4 images" in capsys.readouterr().err
+    argv = ["train", "--data", str(tmp_path / "few"), *TINY_RUN]  # no --image-size
+    assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "(`--image-size 64` at the command line)" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # refused before anything is written
     argv = ["train", "--data", str(tmp_path / "few"), "--image-size", "30", *TINY_RUN]
     assert cli.main([*argv, "--set", "batch_size=4", "--out", str(tmp_path)]) == 2

@@ -130,6 +130,26 @@ def test_auto_falls_back_to_the_offline_subset_and_says_so(monkeypatch, caplog):
         data.load_images("cifar10", batch_size=64)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_file_or_a_missing_path_is_neither_a_folder_nor_a_tfds_name(tmp_path, stream):
+    archive = tmp_path / "photos.zip"
+    archive.write_bytes(b"PK")
+    image = tmp_path / "one.png"
+    image.write_bytes(b"")
+    cases = {
+        str(archive): "a file. Unpack the archive into a folder",
+        str(image): "a file. Pass the folder that holds the images",
+        str(tmp_path / "missing"): "no folder and no TFDS name",
+        "CIFAR10": "no folder and no TFDS name. Check the path",
+    }
+    for name, fix in cases.items():
+        with pytest.raises(
+            ValueError, match="Expected a folder of images or a TFDS"
+        ) as e:
+            data.load_images(name, batch_size=8, image_size=32, stream=stream)
+        assert f"Received: {name!r}, " in str(e.value) and fix in str(e.value)
+
+
 def test_tfds_path_under_mock_data():
     with tfds.testing.mock_data(num_examples=20):
         ds, info = data.load_images(
