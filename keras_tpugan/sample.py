@@ -21,14 +21,19 @@ def load_generator(path):
     Returns:
         A `keras.Model` (a generator) or a `keras_tpugan.GAN`.
     """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        path = latest_model(path)
+    given = os.fspath(path)
+    path = latest_model(given) if os.path.isdir(given) else given
     if not (path.endswith(".keras") and os.path.isfile(path)):
+        what = (
+            "a folder with neither (not a run of `keras-tpugan train`, or a run "
+            "stopped before its first snapshot: see --snapshot-every)"
+            if os.path.isdir(given)
+            else "which is neither"
+        )
         raise ValueError(
             "Expected a .keras file or a run directory holding "
             "snapshots/gan_epoch_*.keras or generator.keras. "
-            f"Received: {path!r}, which is neither."
+            f"Received: {given!r}, {what}."
         )
     import keras_tpugan  # noqa: F401 - registers the GAN for deserialization
 

@@ -83,6 +83,13 @@ def test_sample_writes_a_grid(smoke_run, tmp_path, capsys):
         cli.main(["sample", "--model", str(tmp_path / "nope"), "--out", str(out)]) == 2
     )
     assert "Expected a .keras file or a run directory" in capsys.readouterr().err
+    # A folder with no snapshot and no generator: named as given.
+    (tmp_path / "run").mkdir()
+    argv = ["sample", "--model", str(tmp_path / "run"), "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"Received: {str(tmp_path / 'run')!r}, a folder with neither" in err
+    assert "stopped before its first snapshot" in err
     assert (
         cli.main(
             [
