@@ -150,6 +150,18 @@ def test_a_file_or_a_missing_path_is_neither_a_folder_nor_a_tfds_name(tmp_path, 
         assert f"Received: {name!r}, " in str(e.value) and fix in str(e.value)
 
 
+def test_tfds_names_with_a_config_version_or_namespace_are_asked_of_tfds(monkeypatch):
+    asked = []
+    monkeypatch.setattr(
+        data, "_tfds_available", lambda name, data_dir: asked.append(name)
+    )
+    names = ["cifar10_corrupted/brightness_1:1.0.0", "mnist:3.*.*", "huggingface:x"]
+    for name in names:
+        with pytest.raises(ValueError, match="cannot download"):
+            data.load_images(name, batch_size=8)
+    assert asked == names
+
+
 def test_tfds_path_under_mock_data():
     with tfds.testing.mock_data(num_examples=20):
         ds, info = data.load_images(
