@@ -43,7 +43,7 @@ def test_the_shipped_classifier_is_accurate_and_its_record_true(
 # the data-classifier test below.
 @pytest.mark.tensorflow_only
 def test_a_rebuilt_classifier_is_cached_and_preferred_to_the_shipped_one(tmp_path):
-    """Slow (about 15 s): trains the metric network for one epoch."""
+    """Slow (about 15-25 s): trains the metric network for one epoch."""
     model, record = metrics.mnist_classifier(tmp_path, rebuild=True, epochs=1)
     path = metrics.classifier_path(tmp_path)
     assert path == str(tmp_path / "mnist_classifier_v1.keras")

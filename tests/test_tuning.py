@@ -27,7 +27,7 @@ def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
 
 
 def test_grid_search_over_two_batch_sizes(tmp_path, classifier_dir):
-    """Slow (about 20 s): two keras-tuner trials, each a GAN built, trained and
+    """Slow (about 15-35 s): two keras-tuner trials, each a GAN built, trained and
     scored."""
     best, rows = tuning.search_batch_size(
         hypermodel=_hypermodel(classifier_dir), directory=str(tmp_path)
