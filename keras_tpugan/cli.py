@@ -22,6 +22,9 @@ from keras_tpugan.precision import POLICIES
 from keras_tpugan.reports import first_line
 from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
+# The package's own files: their warnings print as one line (`main`).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
 PRESET_HELP = (
     "demo (the default without --data), images (the default with --data: the "
     "demo's recipe at Adam 1e-3, the model sized for --image-size), "
@@ -437,9 +440,6 @@ def _one_line_warnings(format_warning):
         return format_warning(message, category, filename, lineno, line)
 
     return formatted
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _run(argv):

@@ -630,7 +630,9 @@ def _resolved_source(name, source, data_dir):
 
 # A TFDS name: the builder's (lowercase), then maybe a config and a version,
 # as in "cifar10", "celeb_a", "cifar10_corrupted/brightness_1:1.0.0"; or a
-# community dataset in its namespace, as in "huggingface:mnist".
+# community dataset in its namespace, as in "huggingface:mnist". (TFDS parses
+# names in `tensorflow_datasets.core.naming`, but the check must also run
+# where TFDS is not installed: a JAX install.)
 _DATASET_NAME = re.compile(r"[a-z][\w-]*:\S+|[a-z][a-z0-9_]*(/[\w.-]+)?(:[\d*.]+)?")
 _ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".rar")
 

@@ -22,12 +22,13 @@ def load_generator(path):
         A `keras.Model` (a generator) or a `keras_tpugan.GAN`.
     """
     given = os.fspath(path)
-    path = latest_model(given) if os.path.isdir(given) else given
+    folder = os.path.isdir(given)
+    path = latest_model(given) if folder else given
     if not (path.endswith(".keras") and os.path.isfile(path)):
         what = (
             "a folder with neither (not a run of `keras-tpugan train`, or a run "
             "stopped before its first snapshot: see --snapshot-every)"
-            if os.path.isdir(given)
+            if folder
             else "which is neither"
         )
         raise ValueError(
