@@ -70,6 +70,24 @@ def test_loss_curves_write_csv_and_png(tmp_path):
     )
     assert speed.first_epoch_seconds > 0 and speed.mean_images_per_sec > 0
     assert float(rows[1]["images_per_sec"]) == pytest.approx(speed.images_per_sec[1])
+    # A resumed fit (from epoch 3 of 4) plots at the epochs' own numbers, and
+    # a held-out value at the epoch that was validated (every 2nd).
+    resumed = ktg.callbacks.LossCurves(tmp_path / "resumed")
+    gan.fit(
+        batches(random_images(8), 4),
+        initial_epoch=2,
+        epochs=4,
+        validation_data=batches(random_images(4, seed=1), 4),
+        validation_freq=2,
+        verbose=0,
+        callbacks=[resumed],
+    )
+    assert resumed.epoch_numbers["d_loss"] == [3, 4]
+    assert resumed.epoch_numbers["val_d_loss"] == [4]
+    lines = resumed.figure().axes[0].lines  # held out, then d_loss, g_loss
+    np.testing.assert_array_equal(lines[0].get_xdata(), [4])  # val_d_loss
+    np.testing.assert_allclose(lines[1].get_xdata(), [2.5, 3, 3.5, 4])  # steps
+    np.testing.assert_array_equal(lines[3].get_xdata(), [3, 4])  # epoch means
 
 
 def test_callbacks_refuse_a_model_that_is_not_a_gan(tmp_path):

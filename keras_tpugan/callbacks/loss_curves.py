@@ -49,9 +49,15 @@ class LossCurves(GANCallback):
         super().on_train_begin(logs)
         self.steps = {}  # name -> per-step values
         self.epochs = {}  # name -> per-epoch values
+        # name -> the epochs (1-based) of those values: a resumed fit starts
+        # past epoch 1, and validation may run every few epochs only.
+        self.epoch_numbers = {}
+        self._first_epoch = None  # of this fit, 0-based
         self._running = {}
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self._first_epoch is None:
+            self._first_epoch = epoch
         self._running = {}
         self._seen = 0
 
@@ -69,6 +75,7 @@ class LossCurves(GANCallback):
     def on_epoch_end(self, epoch, logs=None):
         for name, value in (logs or {}).items():
             self.epochs.setdefault(name, []).append(float(value))
+            self.epoch_numbers.setdefault(name, []).append(epoch + 1)
         if not self.chief:
             return
         self._write_csv(epoch, logs or {})
@@ -113,24 +120,29 @@ class LossCurves(GANCallback):
             len(self.steps.get("g_loss", []))
             // max(1, len(self.epochs.get("g_loss", []))),
         )
+        first = self._first_epoch or 0  # a resumed fit's steps start past 0
         for ax, names, held_out in (
             (losses, ("d_loss", "g_loss"), "val_d_loss"),
             (outputs, ("d_real", "d_fake"), "val_d_real"),
         ):
-            _plot_held_out(ax, self.epochs.get(held_out), held_out)
+            _plot_held_out(
+                ax,
+                self.epoch_numbers.get(held_out),
+                self.epochs.get(held_out),
+                held_out,
+            )
             for name in names:
                 if name not in self.steps:
                     continue
                 raw = np.asarray(self.steps[name])
-                x = np.arange(1, len(raw) + 1) / steps_per_epoch
+                x = first + np.arange(1, len(raw) + 1) / steps_per_epoch
                 (line,) = ax.plot(x, raw, alpha=0.25, linewidth=0.8)
                 ax.plot(
                     x, _ema(raw, self.smoothing), color=line.get_color(), label=name
                 )
-                epochs = self.epochs.get(name, [])
                 ax.plot(
-                    np.arange(1, len(epochs) + 1),
-                    epochs,
+                    self.epoch_numbers.get(name, []),
+                    self.epochs.get(name, []),
                     "o",
                     color=line.get_color(),
                     markersize=5,
@@ -144,14 +156,14 @@ class LossCurves(GANCallback):
         return fig
 
 
-def _plot_held_out(ax, values, name):
+def _plot_held_out(ax, epochs, values, name):
     # Validation values exist per epoch only (with `validation_data`): the
     # gap between `d_real` and `val_d_real` is the discriminator
     # over-fitting the training images.
     if not values:
         return
     ax.plot(
-        np.arange(1, len(values) + 1),
+        epochs,
         values,
         "s--",
         color="gray",
