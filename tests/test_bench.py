@@ -140,7 +140,7 @@ def _benchmark_script(name):
 def test_jit_compile_script_times_every_setting_against_xla_off(capsys):
     """A user's WGAN-GP under "auto", False and True (benchmarks/jit_compile.py).
 
-    Slow (about 15-30 s): three GANs, each traced (one compiled with XLA),
+    Slow (about 15-40 s): three GANs, each traced (one compiled with XLA),
     then fitted in three rounds."""
     script = _benchmark_script("jit_compile")
     argv = ["--batch-size", "4", "--steps", "1", "--rounds", "1", "--width", "4"]
