@@ -1,22 +1,27 @@
 """The accelerator benchmark: images/s, model FLOP utilisation and the seed's study.
 
 One prepared run, on whatever JAX devices the process finds (TPU cores,
-GPUs, or the CPU for `smoke=True`), within a time budget:
+GPUs, or the CPU for `smoke=True`), within a time budget that each part
+has a share of (`BUDGET_SHARES`), in this order:
 
 1. **Throughput.** For the demo DCGAN (28x28x1) and a 64x64 RGB DCGAN,
-   float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256, 512 and
-   the largest that fits (doubling from 1,024 until the device runs out of
-   memory): images/s, and model FLOP utilisation: the FLOPs of a training
-   step counted from the networks' layers (`bench.forward_flops`: 4 G + 8 D
+   float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256 and 512:
+   images/s, and model FLOP utilisation: the FLOPs of a training step
+   counted from the networks' layers (`bench.forward_flops`: 4 G + 8 D
    forward FLOPs per image, a lower bound) per second, against the chip's
    dense bf16 peak (`CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
-   known) and against a large bf16 matmul measured in the same run.
+   known) and against a large bf16 matmul measured in the same run. Each
+   timed fit runs for at least `MIN_TIMED_SECONDS`.
 2. **steps_per_execution**: the demo DCGAN, bfloat16, batch 256, with 1, 4
    and 16 steps per call.
 3. **The seed's study**: MNIST (TFDS when on disk, else the offline
-   subset), batch 64 to 512, bfloat16 + XLA: seconds per epoch, and the
-   steps, images and seconds to a target FCD.
-4. **The input path**: images/s that `EpochBatches` (what `load_images`
+   subset), batch 64, 512, 128 and 256, bfloat16 + XLA: seconds per epoch
+   of training steps, the fit's whole time (with compilation, validation,
+   scoring, backups and grids), and the steps, images and seconds to a
+   target FCD.
+4. **The largest batch** per model and precision: doubling from 1,024
+   until the device runs out of memory (or the budget does).
+5. **The input path**: images/s that `EpochBatches` (what `load_images`
    gives on JAX) gathers and scales on this host, for each model's image
    shape at batch 256, to compare with the training images/s above (the
    throughput cells train on one repeated batch, so they do not include
@@ -67,7 +72,27 @@ MODELS = {
     "dcgan-64x64x3": {"image_shape": (64, 64, 3), "width": 128, "latent_dim": 128},
 }
 BATCH_SIZES = (64, 128, 256, 512)
-STUDY_BATCH_SIZES = (64, 128, 256, 512)
+# The ends of the seed's range first: if the budget runs out, the time cut
+# from 64 to 512 is measured.
+STUDY_BATCH_SIZES = (64, 512, 128, 256)
+# Epochs per study run: the seed's 30 do not fit a budget of minutes, but at
+# batch 64 on MNIST these give the FCD a chance to reach its target.
+STUDY_EPOCHS = 10
+# Each part's share of the time budget, in the order the parts run. A part
+# stops starting cells at the start plus its share and the shares before it,
+# so the time a part leaves unused goes to the next; the search for the
+# largest batch (the least needed) comes last. The input path runs whatever
+# is left (seconds on the host).
+BUDGET_SHARES = (
+    ("throughput", 0.35),
+    ("steps_per_execution", 0.10),
+    ("study", 0.40),
+    ("largest", 0.15),
+)
+# A timed fit lasts at least this long (steps are added until it does), so
+# that `fit`'s fixed cost per call stays small against the steps on a fast
+# device.
+MIN_TIMED_SECONDS = 0.5
 FIELDS = (
     "part",
     "model",
@@ -86,6 +111,7 @@ FIELDS = (
     "steps_to_target",
     "images_to_target",
     "seconds_to_target",
+    "fit_seconds",
     "note",
 )
 
@@ -108,7 +134,7 @@ def chip_peak_tflops(device_kind):
 
 
 def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
-    """Runs the three parts on the JAX devices of this process.
+    """Runs the five parts on the JAX devices of this process.
 
     Args:
         out_dir: Folder for `accelerator.csv` and `accelerator.md`.
@@ -118,7 +144,8 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
             level (when JAX has not started yet). It checks the benchmark,
             not the machine.
         budget_seconds: Cells that would start after this much time are
-            skipped (and listed as skipped).
+            skipped (and listed as skipped); each part stops starting cells
+            at the end of its share (`BUDGET_SHARES`).
         printer: Called with each line of output.
 
     Returns:
@@ -145,7 +172,10 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     import jax
 
     started = time.perf_counter()
-    deadline = started + budget_seconds
+    deadlines, share = {}, 0.0
+    for part, fraction in BUDGET_SHARES:
+        share += fraction
+        deadlines[part] = started + share * budget_seconds
     os.makedirs(out_dir, exist_ok=True)
     devices = jax.devices()
     kind = devices[0].device_kind
@@ -171,12 +201,17 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
         printer(", ".join(f"{k}={v}" for k, v in row.items() if v is not None))
 
     strategy = distribute.get_strategy("auto")
-    for row in _throughput(strategy, smoke, deadline, peaks):
+    for row in _throughput(strategy, smoke, deadlines["throughput"], peaks):
         record(row)
-    for row in _steps_per_execution(strategy, smoke, deadline, peaks):
+    for row in _steps_per_execution(
+        strategy, smoke, deadlines["steps_per_execution"], peaks
+    ):
         record(row)
-    for row in _study(out_dir, smoke, deadline):
+    for row in _study(out_dir, smoke, deadlines["study"]):
         record(row)
+    if not smoke:
+        for row in _largest(strategy, deadlines["largest"], peaks):
+            record(row)
     for row in _input_path(smoke):
         record(row)
     printer(f"total: {time.perf_counter() - started:.0f} s")
@@ -203,16 +238,26 @@ def _one_batch_gan(model, policy, batch_size, strategy, smoke, spe=1):
     return gan, bench.RepeatedBatch(images.astype("float32"))
 
 
-def _timed(gan, ds, steps, repeats):
-    """Median images/s of `repeats` fits of `steps` steps, after two compiling fits."""
+def _timed(gan, ds, steps, repeats, min_seconds=0.0):
+    """Median images/s of `repeats` fits, after two compiling fits.
+
+    Each timed fit runs `steps` steps, or more (a multiple of
+    `steps_per_execution`) where `steps` would take under `min_seconds`.
+    """
+    spe = gan.steps_per_execution
     for _ in range(2):  # trace and compile (JAX compiles again for the shardings)
-        gan.fit(ds, epochs=1, steps_per_epoch=2 * gan.steps_per_execution, verbose=0)
-    rates = []
+        gan.fit(ds, epochs=1, steps_per_epoch=2 * spe, verbose=0)
     batch = len(ds.batch)
-    for _ in range(repeats):
+
+    def seconds_for(count):
         start = time.perf_counter()
-        gan.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
-        rates.append(steps * batch / (time.perf_counter() - start))
+        gan.fit(ds, epochs=1, steps_per_epoch=count, verbose=0)
+        return time.perf_counter() - start
+
+    first = seconds_for(steps)
+    if min_seconds and first < min_seconds:
+        steps = int(np.ceil(steps * min_seconds / max(first, 1e-6) / spe)) * spe
+    rates = [steps * batch / seconds_for(steps) for _ in range(repeats)]
     return float(np.median(rates))
 
 
@@ -220,7 +265,13 @@ def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
     steps = 4 if smoke else 20
     gan, ds = _one_batch_gan(model, policy, batch, strategy, smoke, spe)
     steps = max(steps // spe, 1) * spe
-    rate = _timed(gan, ds, steps, repeats=1 if smoke else 3)
+    rate = _timed(
+        gan,
+        ds,
+        steps,
+        repeats=1 if smoke else 3,
+        min_seconds=0.0 if smoke else MIN_TIMED_SECONDS,
+    )
     flops = 4 * bench.forward_flops(gan.generator) + 8 * bench.forward_flops(
         gan.discriminator
     )
@@ -251,21 +302,31 @@ def _skipped(part, model, policy, batch, spe=1, why="time budget"):
 
 
 def _throughput(strategy, smoke, deadline, peaks):
-    batches = (8,) if smoke else BATCH_SIZES
-    for model in MODELS:
-        for policy in ("float32",) if smoke else ("float32", "mixed_bfloat16"):
-            for batch in batches:
+    # The ends of the batch range first, for every model and precision, so
+    # that a short budget still compares them all (the tables sort the rows).
+    batches = (8,) if smoke else (BATCH_SIZES[-1], BATCH_SIZES[0], *BATCH_SIZES[1:-1])
+    for batch in batches:
+        for model in MODELS:
+            for policy in ("float32",) if smoke else ("float32", "mixed_bfloat16"):
                 if time.perf_counter() > deadline:
                     yield _skipped("throughput", model, policy, batch)
                     continue
                 yield _cell("throughput", model, policy, batch, strategy, smoke, peaks)
-            if smoke:
-                continue
-            # The largest batch that fits: doubling until out of memory.
-            batch = 2 * batches[-1]
-            while batch <= 65_536 and time.perf_counter() < deadline:
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _largest(strategy, deadline, peaks):
+    """The largest batch that fits, per model and precision: doubling from
+    twice the largest of `BATCH_SIZES` until the device runs out of memory."""
+    for model in MODELS:
+        for policy in ("float32", "mixed_bfloat16"):
+            batch = 2 * BATCH_SIZES[-1]
+            while batch <= 65_536:
+                if time.perf_counter() > deadline:
+                    yield _skipped("largest", model, policy, batch)
+                    break
                 try:
-                    row = _cell("largest", model, policy, batch, strategy, smoke, peaks)
+                    row = _cell("largest", model, policy, batch, strategy, False, peaks)
                 except Exception as e:  # noqa: BLE001 - out of memory ends the search
                     if not distribute.is_out_of_memory(e):
                         raise
@@ -316,7 +377,7 @@ def _study(out_dir, smoke, deadline):
             source="offline",  # no TFDS probe (which imports TensorFlow)
         )
     else:
-        base = dataclasses.replace(base, epochs=5)
+        base = dataclasses.replace(base, epochs=STUDY_EPOCHS)
     for batch in (64,) if smoke else STUDY_BATCH_SIZES:
         if time.perf_counter() > deadline:
             yield _skipped("study", "dcgan-28x28x1", base.precision, batch)
@@ -338,6 +399,7 @@ def _study(out_dir, smoke, deadline):
             "steps_to_target": summary.get("steps_to_target"),
             "images_to_target": summary.get("images_to_target"),
             "seconds_to_target": summary.get("seconds_to_target"),
+            "fit_seconds": summary.get("train_seconds"),
             "note": f"data: {summary.get('data_source')}",
         }
 
@@ -402,6 +464,7 @@ STUDY_TABLE = (
         ("steps_to_target", "steps to target", "d"),
         ("images_to_target", "images to target", ",d"),
         ("seconds_to_target", "s to target", ".1f"),
+        ("fit_seconds", "fit s (all)", ".1f"),
         ("note", "note", "s"),
     ),
 )
@@ -411,7 +474,16 @@ def _write(rows, header, out_dir, printer):
     reports.write_csv(rows, os.path.join(out_dir, "accelerator.csv"))
     lines = [*header, ""]
     for parts, columns in (SPEED_TABLE, STUDY_TABLE):
-        shown = [row for row in rows if row["part"] in parts]
+        shown = sorted(
+            (row for row in rows if row["part"] in parts),
+            key=lambda row: (
+                parts.index(row["part"]),
+                row["model"],
+                row["precision"],
+                row["batch_size"],
+                row["steps_per_execution"] or 0,
+            ),
+        )
         lines += [*reports.markdown_table(shown, columns), ""]
     with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
         f.write("\n".join(lines))
