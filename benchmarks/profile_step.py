@@ -74,7 +74,7 @@ def kernel_table(trace_file, wall_seconds, top=8):
     return lines or [f"no device streams in {trace_file} (host only)"]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/profile")
     parser.add_argument(
@@ -85,7 +85,7 @@ def main():
     )
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     strategy = distribute.get_strategy("auto")
     gan, ds = accelerator_bench._one_batch_gan(
         args.model, args.precision, args.batch_size, strategy, smoke=False
