@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
-#   make test   runs ruff and the test suite: on TensorFlow, then its
-#               both-backends part on JAX (4 host devices) with TensorFlow
+#   make test   runs ruff, the layering contracts (lint-imports) and the
+#               test suite: on TensorFlow, then its both-backends part on
+#               JAX (4 host devices) with TensorFlow
 #               made unimportable (see tests/conftest.py), sharing one
 #               cache, each pass on every core (pytest-xdist)
 PYTHON ?= python3
@@ -34,6 +35,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check keras_tpugan tests benchmarks notebooks
 	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
+	$(BIN)/lint-imports --no-cache --no-logo
 
 # The passes run one after the other: on a 2-core CPU, side by side (four
 # workers on two cores) `make test` took 13:57 and 1,585 CPU-seconds (user

@@ -7,7 +7,7 @@ Usage:
 Runs on the JAX backend (set here), on every JAX device of the machine,
 within `--budget-seconds` (default 480). Writes `accelerator.csv` and
 `accelerator.md` under `--out` and prints the tables; see
-`keras_tpugan.accelerator_bench` for what each part measures.
+`keras_tpugan.bench.accelerator` for what each part measures.
 `keras-tpugan bench --accelerator` runs the same. On a machine with JAX
 alone, `benchmarks/carry_wheels.sh` gathers the other wheels it needs.
 """
@@ -17,7 +17,7 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-from keras_tpugan import accelerator_bench  # noqa: E402
+from keras_tpugan.bench import accelerator as accelerator_bench  # noqa: E402
 
 
 def main():

@@ -31,7 +31,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_tpugan import data  # noqa: E402
-from keras_tpugan.epoch_batches import EpochBatches  # noqa: E402
+from keras_tpugan.data.epoch_batches import EpochBatches  # noqa: E402
 
 
 def _passes(ds, epochs):

@@ -4,13 +4,13 @@ Usage:
     python benchmarks/peers.py                        # the README table
     python benchmarks/peers.py --batch-sizes 16 --repeats 2 --csv peers.csv
 
-The same as `keras-tpugan bench --peers`; see `keras_tpugan.peers` for what is
+The same as `keras-tpugan bench --peers`; see `keras_tpugan.bench.peers` for what is
 measured.
 """
 
 import sys
 
-from keras_tpugan import cli
+from keras_tpugan.cli import main as cli
 
 if __name__ == "__main__":
     sys.exit(cli.main(["bench", "--peers", *sys.argv[1:]]))

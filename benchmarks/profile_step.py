@@ -26,7 +26,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import jax  # noqa: E402
 import keras  # noqa: E402
 
-from keras_tpugan import accelerator_bench, distribute  # noqa: E402
+from keras_tpugan import distribute  # noqa: E402
+from keras_tpugan.bench import accelerator as accelerator_bench
 
 
 def kernel_table(trace_file, wall_seconds, top=8):

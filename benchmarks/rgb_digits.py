@@ -100,7 +100,7 @@ def main(argv=None):
         help="200 digits, a tiny model, one epoch: checks that it runs",
     )
     args = parser.parse_args(argv)
-    from keras_tpugan import cli
+    from keras_tpugan.cli import main as cli
 
     images, labels = data_lib.offline_mnist("train")
     overrides = ["epochs=1000", "quality_every=5", f"seed={args.seed}"]

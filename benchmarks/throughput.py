@@ -4,12 +4,13 @@ Usage:
     python benchmarks/throughput.py                       # the README table
     python benchmarks/throughput.py --batch-sizes 64 --steps 5 --csv out.csv
 
-The same as `keras-tpugan bench`; see `keras_tpugan.bench` for what is measured.
+The same as `keras-tpugan bench`; see `keras_tpugan.bench.throughput` for what is
+measured.
 """
 
 import sys
 
-from keras_tpugan import cli
+from keras_tpugan.cli import main as cli
 
 if __name__ == "__main__":
     sys.exit(cli.main(["bench", *sys.argv[1:]]))

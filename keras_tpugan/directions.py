@@ -14,6 +14,17 @@ import functools
 
 import keras
 
+# Whether each score of `QualityMetrics` improves upward, for Keras's
+# `mode="auto"`.
+DIRECTIONS = {
+    "fcd": "down",
+    "fid": "down",
+    "kid": "down",
+    "classifier_score": "up",
+    "precision": "up",
+    "recall": "up",
+}
+
 try:  # Keras's own list type, the one `MonitorCallback` looks into.
     from keras.src.trainers.compile_utils import MetricsList
 except ImportError:  # pragma: no cover - a Keras without it: no declaration

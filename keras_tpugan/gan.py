@@ -2,7 +2,6 @@
 
 import contextlib
 import inspect
-import re
 import warnings
 import weakref
 
@@ -14,14 +13,12 @@ from keras_tpugan import data as data_lib
 from keras_tpugan import directions, distribute, gan_checks, penalties, precision
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
-from keras_tpugan.callbacks.quality_metrics import DIRECTIONS
-from keras_tpugan.epoch_batches import underlying
+from keras_tpugan.data.epoch_batches import underlying
 from keras_tpugan.gan_optimizer import GANOptimizer
-from keras_tpugan.keyed_dropout import KeyedDropout
 from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.tf_import import is_dataset
 from keras_tpugan.trainers import BackendGANStep
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, D_LOGGED, G_LOGGED, UPDATES
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, D_LOGGED, G_LOGGED
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -147,7 +144,7 @@ class GAN(BackendGANStep, keras.Model):
         super().__init__(**kwargs)
         # One warning at most about a generator that cannot reach -1: at
         # its last activation here, else on its first batch at `fit`.
-        self._checked_output_range = _check_networks(
+        self._checked_output_range = gan_checks.check_networks(
             generator, discriminator, latent_dim, num_classes
         )
         if int(discriminator_steps) < 1:
@@ -155,7 +152,7 @@ class GAN(BackendGANStep, keras.Model):
                 "Expected `discriminator_steps` >= 1. Received: "
                 f"discriminator_steps={discriminator_steps}."
             )
-        self.update = _check_update(update, discriminator_steps)
+        self.update = gan_checks.check_update(update, discriminator_steps)
         self.generator = generator
         self.discriminator = discriminator
         self.latent_dim = int(latent_dim)
@@ -166,7 +163,7 @@ class GAN(BackendGANStep, keras.Model):
             penalty_weight = penalties.DEFAULT_WEIGHTS[gradient_penalty]
         self.penalty_weight = None if penalty_weight is None else float(penalty_weight)
         self.seed = int(seed)
-        self._dropout_slots = _keyed_dropout_slots(discriminator)
+        self._dropout_slots = gan_checks.keyed_dropout_slots(discriminator)
         # The keras.distribution in force (JAX); TensorFlow's strategy is
         # captured by keras.Model itself.
         self._distribution = keras.distribution.distribution()
@@ -176,7 +173,7 @@ class GAN(BackendGANStep, keras.Model):
                 f"ema_decay={ema_decay}."
             )
         self.ema_decay = None if ema_decay is None else float(ema_decay)
-        self.ema_halflife_images, self.ema_rampup = _check_halflife(
+        self.ema_halflife_images, self.ema_rampup = gan_checks.check_halflife(
             ema_decay, ema_halflife_images, ema_rampup
         )
         self.ema_generator = None
@@ -498,7 +495,9 @@ class GAN(BackendGANStep, keras.Model):
     def _labels_for(self, labels, n):
         if labels is not None and self.num_classes is not None:
             # The checks `fit` makes, with the same messages.
-            _check_labels(np.asarray(ops.convert_to_numpy(labels)), self.num_classes)
+            gan_checks.check_labels(
+                np.asarray(ops.convert_to_numpy(labels)), self.num_classes
+            )
         return class_labels(labels, n, self.num_classes)
 
     def _prepare_optimizer(self, optimizer, role):
@@ -506,7 +505,7 @@ class GAN(BackendGANStep, keras.Model):
             optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)
         if isinstance(optimizer, (str, dict)):
             optimizer = keras.optimizers.get(optimizer)
-        if _has_default_name(optimizer):
+        if gan_checks.has_default_name(optimizer):
             # Keras's learning-rate callbacks log `learning_rate_<name>`:
             # "adam_10" would not say which network it trains.
             optimizer.name = role
@@ -595,14 +594,18 @@ class GAN(BackendGANStep, keras.Model):
             return  # integer images are refused in the step, with the fix
         images = keras.ops.convert_to_numpy(x)
         if self.num_classes is not None and y is not None:
-            _check_labels(keras.ops.convert_to_numpy(y), self.num_classes)
+            gan_checks.check_labels(keras.ops.convert_to_numpy(y), self.num_classes)
         if images.size and not self._warned_range:
             low, high = float(np.nanmin(images)), float(np.nanmax(images))
             # A batch of [-1, 1] images without one negative pixel is not
             # plausible: it is [0, 1] data.
-            if low < -1.0 - _RANGE_SLACK or high > 1.0 + _RANGE_SLACK or low >= 0:
+            if (
+                low < -1.0 - gan_checks.RANGE_SLACK
+                or high > 1.0 + gan_checks.RANGE_SLACK
+                or low >= 0
+            ):
                 self._warned_range = True
-                warnings.warn(_range_message(low, high), stacklevel=4)
+                warnings.warn(gan_checks.range_message(low, high), stacklevel=4)
 
     # ------------------------------------------------------------ saving
 
@@ -664,7 +667,9 @@ class GAN(BackendGANStep, keras.Model):
 def _own_metrics(gan):
     # The trackers, then (stateless) the directions of the quality scores,
     # so Keras's callbacks with mode="auto" know fcd is a "min".
-    return list(gan.trackers) + directions.declarations(tuple(DIRECTIONS.items()))
+    return list(gan.trackers) + directions.declarations(
+        tuple(directions.DIRECTIONS.items())
+    )
 
 
 def _first_batch(data):
@@ -751,166 +756,3 @@ class _DataEpoch(keras.callbacks.Callback):
         ):
             rate = keras.ops.convert_to_numpy(optimizer.learning_rate)
             logs[f"{prefix}_learning_rate"] = float(rate)
-
-
-def _check_halflife(ema_decay, halflife, rampup):
-    if halflife is None:
-        return None, None if rampup is None else float(rampup)
-    if ema_decay is not None:
-        raise ValueError(
-            "Expected one of `ema_decay` (per step) and `ema_halflife_images` "
-            f"(in images). Received: ema_decay={ema_decay} and "
-            f"ema_halflife_images={halflife}. Drop one."
-        )
-    if isinstance(halflife, bool) or not float(halflife) > 0:
-        raise ValueError(
-            "Expected `ema_halflife_images` > 0 (10000 is usual for MNIST). "
-            f"Received: ema_halflife_images={halflife!r}."
-        )
-    if rampup is not None and not float(rampup) > 0:
-        raise ValueError(
-            "Expected `ema_rampup` > 0 (0.05 is usual) or None. Received: "
-            f"ema_rampup={rampup!r}."
-        )
-    return float(halflife), None if rampup is None else float(rampup)
-
-
-# How far outside [-1, 1] images may stray (rounding) before fit warns.
-_RANGE_SLACK = 1e-3
-
-
-def _range_message(low, high):
-    if low >= 0.0 and high <= 1.0 + _RANGE_SLACK:
-        fix = "images in [0, 1]? Map `images * 2 - 1`"
-    elif low >= 0.0 and high <= 255.0 + _RANGE_SLACK:
-        fix = "0-255 pixels? Map `images / 127.5 - 1`"
-    else:
-        fix = "rescale them to [-1, 1]"
-    return (
-        "Expected images in [-1, 1], the range of the generator's tanh "
-        f"output. Received: a first batch in [{low:.4g}, {high:.4g}] ({fix}, "
-        "or load them with `keras_tpugan.data.load_images`, which scales "
-        "them). The discriminator can tell real from generated images by "
-        "their range alone."
-    )
-
-
-def _check_labels(labels, num_classes):
-    """Labels must be integer class ids in [0, num_classes), one per image."""
-    shape = labels.shape
-    if labels.ndim > 1 and not (labels.ndim == 2 and shape[1] == 1):
-        raise ValueError(
-            f"Expected integer class ids in [0, {num_classes}), one per image "
-            f"(shape (batch,)). Received: labels of shape {shape} (one-hot?). "
-            "Map `tf.argmax(labels, axis=-1)` over the dataset."
-        )
-    if labels.size == 0:
-        return
-    if not np.issubdtype(labels.dtype, np.integer):
-        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-            bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
-            raise ValueError(
-                f"Expected integer class ids in [0, {num_classes}). Received: "
-                f"label {bad.flat[0].item()!r} (dtype {labels.dtype}). Pass class ids, "
-                "for example `tf.cast(labels, 'int32')` of whole numbers."
-            )
-    outside = labels[(labels < 0) | (labels >= num_classes)]
-    if outside.size:
-        raise ValueError(
-            f"Expected class ids in [0, {num_classes}) for num_classes="
-            f"{num_classes}. Received: label {outside.flat[0].item()!r}. Relabel the "
-            "data, or build the GAN with a larger num_classes."
-        )
-
-
-def _has_default_name(optimizer):
-    # Keras names an unnamed optimizer after its class in snake case
-    # ("adam", "adam_3", "adam_w"); it has no public helper for the rule.
-    default = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", type(optimizer).__name__)
-    default = re.sub(r"([a-z])([A-Z])", r"\1_\2", default).lower()
-    return re.fullmatch(rf"{default}(_\d+)?", optimizer.name) is not None
-
-
-def _check_update(update, discriminator_steps):
-    if update not in UPDATES:
-        raise ValueError(
-            f"Expected `update` in {UPDATES}. Received: update={update!r}."
-        )
-    if update == "simultaneous" and int(discriminator_steps) != 1:
-        raise ValueError(
-            "Expected discriminator_steps=1 with update='simultaneous' (both "
-            "networks step once, on one generator forward). Received: "
-            f"discriminator_steps={discriminator_steps}. Use "
-            "update='alternating' for several discriminator steps."
-        )
-    return update
-
-
-def _keyed_dropout_slots(discriminator):
-    """Where the `KeyedDropout` keys sit in the discriminator's state."""
-    layers = list(discriminator._flatten_layers(include_self=False))
-    if any(type(layer) is keras.layers.Dropout for layer in layers):
-        warnings.warn(
-            "The discriminator has a keras.layers.Dropout: its masks are drawn "
-            "per replica from the layer's own seed, so training will differ "
-            "with the replica count and with XLA. Use keras_tpugan.KeyedDropout "
-            "(the same rate argument), whose masks the GAN keys by (seed, step, "
-            "example).",
-            stacklevel=3,
-        )
-    keys = {id(layer.key) for layer in layers if isinstance(layer, KeyedDropout)}
-    return tuple(
-        i
-        for i, variable in enumerate(discriminator.non_trainable_variables)
-        if id(variable) in keys
-    )
-
-
-def _check_networks(generator, discriminator, latent_dim, num_classes):
-    """Refuses networks the GAN cannot train; True when it warned about the
-    generator's output range."""
-    g_inputs = _defined_inputs("generator", generator, f"keras.Input(({latent_dim},))")
-    d_inputs = _defined_inputs(
-        "discriminator", discriminator, "keras.Input(image_shape)"
-    )
-    gan_checks.check_logits(discriminator)
-    warned = gan_checks.warn_one_sided_output(generator, stacklevel=4)
-    expected = 1 if num_classes is None else 2
-    for name, inputs, what in (
-        ("generator", g_inputs, "[latents, labels]"),
-        ("discriminator", d_inputs, "[images, labels]"),
-    ):
-        if inputs is not None and len(inputs) != expected:
-            raise ValueError(
-                f"Expected a {name} with {expected} input(s) "
-                f"({what if expected == 2 else 'no labels'}) for "
-                f"num_classes={num_classes}. Received: a {name} with "
-                f"{len(inputs)} inputs. "
-                + (
-                    "Set num_classes for a conditional model."
-                    if expected == 1
-                    else "A conditional network takes the labels, int class ids "
-                    "of shape (batch,), as its second input: build it with "
-                    "num_classes (models.dcgan_*), or wrap a network that "
-                    "takes one-hot labels in its input as docs/migrating.md "
-                    "shows."
-                )
-            )
-    if g_inputs is not None and g_inputs[0].shape[-1] != latent_dim:
-        raise ValueError(
-            f"Expected latent_dim to match the generator's input size "
-            f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
-        )
-    return warned
-
-
-def _defined_inputs(name, model, first_layer):
-    try:
-        return model.inputs
-    except AttributeError as e:
-        raise ValueError(
-            f"Expected a {name} with defined inputs. Received: "
-            f"{type(model).__name__} {model.name!r}, which has none yet ({e}). "
-            f"Start it with `{first_layer}` (for a Sequential model), or build "
-            "it as a functional model."
-        ) from e

@@ -1,4 +1,9 @@
-"""Checks of a user's networks that `GAN(...)` runs once, before any step.
+"""The GAN's checks of what a user gives it: networks, settings and labels.
+
+`GAN(...)` checks the networks once, before any step (`check_networks`:
+their inputs, logits from the discriminator), and its settings (the EMA
+half-life, the update scheme); `fit` and `generate` check class labels
+(`check_labels`) and the range of the real images (`range_message`).
 
 The final activation of a network is found through nested `Sequential`
 and functional models and activation layers (`final_activation`): the
@@ -6,10 +11,14 @@ discriminator must output logits, and the generator must be able to reach
 the whole [-1, 1] range of the real images.
 """
 
+import re
 import warnings
 
 import keras
 import numpy as np
+
+from keras_tpugan.keyed_dropout import KeyedDropout
+from keras_tpugan.trainers.base import UPDATES
 
 # Activations whose outputs cannot cover [-1, 1]: [0, 1] or [0, inf).
 _ONE_SIDED = ("sigmoid", "hard_sigmoid", "softmax", "relu", "relu6", "softplus", "elu")
@@ -192,3 +201,166 @@ def check_step(gan, step_class):
             "gradient penalty with `GAN(gradient_penalty=...)`; log other "
             "values from a callback."
         )
+
+
+def check_halflife(ema_decay, halflife, rampup):
+    if halflife is None:
+        return None, None if rampup is None else float(rampup)
+    if ema_decay is not None:
+        raise ValueError(
+            "Expected one of `ema_decay` (per step) and `ema_halflife_images` "
+            f"(in images). Received: ema_decay={ema_decay} and "
+            f"ema_halflife_images={halflife}. Drop one."
+        )
+    if isinstance(halflife, bool) or not float(halflife) > 0:
+        raise ValueError(
+            "Expected `ema_halflife_images` > 0 (10000 is usual for MNIST). "
+            f"Received: ema_halflife_images={halflife!r}."
+        )
+    if rampup is not None and not float(rampup) > 0:
+        raise ValueError(
+            "Expected `ema_rampup` > 0 (0.05 is usual) or None. Received: "
+            f"ema_rampup={rampup!r}."
+        )
+    return float(halflife), None if rampup is None else float(rampup)
+
+
+# How far outside [-1, 1] images may stray (rounding) before fit warns.
+RANGE_SLACK = 1e-3
+
+
+def range_message(low, high):
+    if low >= 0.0 and high <= 1.0 + RANGE_SLACK:
+        fix = "images in [0, 1]? Map `images * 2 - 1`"
+    elif low >= 0.0 and high <= 255.0 + RANGE_SLACK:
+        fix = "0-255 pixels? Map `images / 127.5 - 1`"
+    else:
+        fix = "rescale them to [-1, 1]"
+    return (
+        "Expected images in [-1, 1], the range of the generator's tanh "
+        f"output. Received: a first batch in [{low:.4g}, {high:.4g}] ({fix}, "
+        "or load them with `keras_tpugan.data.load_images`, which scales "
+        "them). The discriminator can tell real from generated images by "
+        "their range alone."
+    )
+
+
+def check_labels(labels, num_classes):
+    """Labels must be integer class ids in [0, num_classes), one per image."""
+    shape = labels.shape
+    if labels.ndim > 1 and not (labels.ndim == 2 and shape[1] == 1):
+        raise ValueError(
+            f"Expected integer class ids in [0, {num_classes}), one per image "
+            f"(shape (batch,)). Received: labels of shape {shape} (one-hot?). "
+            "Map `tf.argmax(labels, axis=-1)` over the dataset."
+        )
+    if labels.size == 0:
+        return
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+            raise ValueError(
+                f"Expected integer class ids in [0, {num_classes}). Received: "
+                f"label {bad.flat[0].item()!r} (dtype {labels.dtype}). Pass class ids, "
+                "for example `tf.cast(labels, 'int32')` of whole numbers."
+            )
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if outside.size:
+        raise ValueError(
+            f"Expected class ids in [0, {num_classes}) for num_classes="
+            f"{num_classes}. Received: label {outside.flat[0].item()!r}. Relabel the "
+            "data, or build the GAN with a larger num_classes."
+        )
+
+
+def has_default_name(optimizer):
+    # Keras names an unnamed optimizer after its class in snake case
+    # ("adam", "adam_3", "adam_w"); it has no public helper for the rule.
+    default = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", type(optimizer).__name__)
+    default = re.sub(r"([a-z])([A-Z])", r"\1_\2", default).lower()
+    return re.fullmatch(rf"{default}(_\d+)?", optimizer.name) is not None
+
+
+def check_update(update, discriminator_steps):
+    if update not in UPDATES:
+        raise ValueError(
+            f"Expected `update` in {UPDATES}. Received: update={update!r}."
+        )
+    if update == "simultaneous" and int(discriminator_steps) != 1:
+        raise ValueError(
+            "Expected discriminator_steps=1 with update='simultaneous' (both "
+            "networks step once, on one generator forward). Received: "
+            f"discriminator_steps={discriminator_steps}. Use "
+            "update='alternating' for several discriminator steps."
+        )
+    return update
+
+
+def keyed_dropout_slots(discriminator):
+    """Where the `KeyedDropout` keys sit in the discriminator's state."""
+    layers = list(discriminator._flatten_layers(include_self=False))
+    if any(type(layer) is keras.layers.Dropout for layer in layers):
+        warnings.warn(
+            "The discriminator has a keras.layers.Dropout: its masks are drawn "
+            "per replica from the layer's own seed, so training will differ "
+            "with the replica count and with XLA. Use keras_tpugan.KeyedDropout "
+            "(the same rate argument), whose masks the GAN keys by (seed, step, "
+            "example).",
+            stacklevel=3,
+        )
+    keys = {id(layer.key) for layer in layers if isinstance(layer, KeyedDropout)}
+    return tuple(
+        i
+        for i, variable in enumerate(discriminator.non_trainable_variables)
+        if id(variable) in keys
+    )
+
+
+def check_networks(generator, discriminator, latent_dim, num_classes):
+    """Refuses networks the GAN cannot train; True when it warned about the
+    generator's output range."""
+    g_inputs = _defined_inputs("generator", generator, f"keras.Input(({latent_dim},))")
+    d_inputs = _defined_inputs(
+        "discriminator", discriminator, "keras.Input(image_shape)"
+    )
+    check_logits(discriminator)
+    warned = warn_one_sided_output(generator, stacklevel=4)
+    expected = 1 if num_classes is None else 2
+    for name, inputs, what in (
+        ("generator", g_inputs, "[latents, labels]"),
+        ("discriminator", d_inputs, "[images, labels]"),
+    ):
+        if inputs is not None and len(inputs) != expected:
+            raise ValueError(
+                f"Expected a {name} with {expected} input(s) "
+                f"({what if expected == 2 else 'no labels'}) for "
+                f"num_classes={num_classes}. Received: a {name} with "
+                f"{len(inputs)} inputs. "
+                + (
+                    "Set num_classes for a conditional model."
+                    if expected == 1
+                    else "A conditional network takes the labels, int class ids "
+                    "of shape (batch,), as its second input: build it with "
+                    "num_classes (models.dcgan_*), or wrap a network that "
+                    "takes one-hot labels in its input as docs/migrating.md "
+                    "shows."
+                )
+            )
+    if g_inputs is not None and g_inputs[0].shape[-1] != latent_dim:
+        raise ValueError(
+            f"Expected latent_dim to match the generator's input size "
+            f"{g_inputs[0].shape[-1]}. Received: latent_dim={latent_dim}."
+        )
+    return warned
+
+
+def _defined_inputs(name, model, first_layer):
+    try:
+        return model.inputs
+    except AttributeError as e:
+        raise ValueError(
+            f"Expected a {name} with defined inputs. Received: "
+            f"{type(model).__name__} {model.name!r}, which has none yet ({e}). "
+            f"Start it with `{first_layer}` (for a Sequential model), or build "
+            "it as a functional model."
+        ) from e

@@ -16,7 +16,7 @@
 #
 # The reference study trained an MNIST GAN on a TPU v3-8 in bfloat16 with XLA at global
 # batch sizes 64, 128, 256 and 512 for 30 epochs, and cut the training time by 79% from
-# 64 to 512. This notebook reruns it with `keras_tpugan.sweep.run_sweep`: one training run
+# 64 to 512. This notebook reruns it with `keras_tpugan.studies.sweep.run_sweep`: one training run
 # per batch size, same seed and data, then the table and the plots.
 
 # %% [markdown]
@@ -97,8 +97,8 @@ print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 # %%
 import dataclasses
 
-from keras_tpugan.config import TrainConfig
-from keras_tpugan.sweep import run_sweep
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.studies.sweep import run_sweep
 
 config = TrainConfig.preset(PRESET).override(OVERRIDES)
 config = dataclasses.replace(

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # Which batch size trains best? A keras-tuner search
 #
-# `keras_tpugan.tuning.GANHyperModel` is a keras-tuner `HyperModel` over the global batch
+# `keras_tpugan.studies.tuning.GANHyperModel` is a keras-tuner `HyperModel` over the global batch
 # size and the learning rate. Every trial trains for the same number of IMAGES SEEN, so
 # small and large batches compete fairly, and is scored by the Frechet classifier distance
 # (FCD), the time to reach a target FCD, or the throughput.
@@ -103,8 +103,8 @@ print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 # %%
 import dataclasses
 
-from keras_tpugan.config import TrainConfig
-from keras_tpugan.tuning import search_batch_size
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.studies.search import search_batch_size
 
 config = TrainConfig.preset(PRESET)
 if DATA:

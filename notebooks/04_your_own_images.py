@@ -169,8 +169,8 @@ display(Image(filename=f"{OUT}/real_images.png"))
 # %%
 import dataclasses  # noqa: E402
 
-from keras_tpugan.config import TrainConfig  # noqa: E402
-from keras_tpugan.train import train  # noqa: E402
+from keras_tpugan.runs.config import TrainConfig  # noqa: E402
+from keras_tpugan.runs.train import train  # noqa: E402
 
 config = dataclasses.replace(
     TrainConfig.preset("images"),

@@ -28,7 +28,8 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_tpugan as ktg  # noqa: E402
-from keras_tpugan import keyed_dropout, sample  # noqa: E402
+from keras_tpugan import keyed_dropout  # noqa: E402
+from keras_tpugan.runs import sample
 
 LATENT = 8
 BATCH = 8

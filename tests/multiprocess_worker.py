@@ -16,7 +16,7 @@ import time
 
 import keras
 
-from keras_tpugan import config, train
+from keras_tpugan.runs import config, train
 
 RANK = int(os.environ["KERAS_TPUGAN_RANK"])
 SETTINGS = [

@@ -3,8 +3,9 @@ import json
 
 import pytest
 
-from keras_tpugan import ablation, cli
-from keras_tpugan.config import TrainConfig
+from keras_tpugan.cli import main as cli
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.studies import ablation
 
 
 def test_parse_grid():

@@ -11,7 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tpugan import accelerator_bench, bench, cli
+from keras_tpugan.bench import accelerator as accelerator_bench
+from keras_tpugan.bench import throughput as bench
+from keras_tpugan.cli import main as cli
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.jax_only]
 

@@ -5,7 +5,7 @@ from conftest import batches, numpy_weights, random_images, tiny_gan
 
 import keras_tpugan as ktg
 from keras_tpugan.augment import NOISE_SIZE, DiffAugment
-from keras_tpugan.config import TrainConfig
+from keras_tpugan.runs.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 

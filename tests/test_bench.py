@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 import keras_tpugan as ktg
-from keras_tpugan import bench, cli
+from keras_tpugan.bench import throughput as bench
+from keras_tpugan.cli import main as cli
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "throughput.py")
 TINY = [

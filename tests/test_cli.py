@@ -14,7 +14,8 @@ import tensorflow as tf
 from conftest import colour_folder, subprocess_env
 from PIL import Image
 
-from keras_tpugan import cli, precision
+from keras_tpugan import precision
+from keras_tpugan.cli import main as cli
 
 
 @pytest.fixture(scope="module")
@@ -240,12 +241,12 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
 
 
 def test_the_packages_warnings_print_as_one_line_at_the_command_line(tmp_path):
-    from keras_tpugan import data
+    from keras_tpugan.data import loading
 
     default = warnings.formatwarning
     formatted = cli._one_line_warnings(default)
     text = "Skipped 1 of the 9 files under 'photos' that are not readable images"
-    assert formatted(text, UserWarning, data.__file__, 170, "read_images(") == (
+    assert formatted(text, UserWarning, loading.__file__, 170, "read_images(") == (
         f"keras-tpugan: warning: {text}\n"
     )
     # Keras's own (and TensorFlow's) keep Python's form, path and line.
@@ -317,7 +318,7 @@ def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier
 
 
 def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
-    from keras_tpugan import tuning
+    from keras_tpugan.studies import search
 
     seen = {}
 
@@ -326,7 +327,7 @@ def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
         (tmp_path / "results.md").write_text("table\n")
         return {"batch_size": 512}, []
 
-    monkeypatch.setattr(tuning, "search_batch_size", fake_search)
+    monkeypatch.setattr(search, "search_batch_size", fake_search)
     argv = ["tune", "--preset", "smoke", "--batch-sizes", "512", "--out", str(tmp_path)]
     extra = ["--base-batch-size", "64", "--space", "warmup_epochs=0,5"]
     extra += ["--space", "augment=none,translation+cutout", "--evaluations", "48"]
@@ -467,7 +468,7 @@ RESUMABLE += ["--set", "batch_size=256", "--set", "validation_split=none"]
 
 def _final_state(run_dir):
     """Every weight of the run's last whole-GAN snapshot, and its optimizers'."""
-    from keras_tpugan.sample import latest_model
+    from keras_tpugan.runs.sample import latest_model
 
     gan = keras.saving.load_model(latest_model(str(run_dir)), safe_mode=True)
     variables = gan.weights + gan.generator_optimizer.variables

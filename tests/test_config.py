@@ -2,7 +2,8 @@ import dataclasses
 
 import pytest
 
-from keras_tpugan.config import PRESETS, TrainConfig
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.presets import PRESETS
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -67,11 +68,12 @@ def test_every_range_is_checked_once_at_the_edge():
 
 
 def test_train_without_a_preset_picks_the_demo_or_the_images_recipe():
-    from keras_tpugan import cli
+    from keras_tpugan.cli import arguments
+    from keras_tpugan.cli import main as cli
 
     def config(*argv):
         args = cli._parser().parse_args(["train", "--out", "runs/x", *argv])
-        return cli._config(args)
+        return arguments.config_from_args(args)
 
     assert config() == TrainConfig.preset("demo")
     # Your own data: the demo's recipe at the learning rate its RGB

@@ -10,7 +10,8 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from keras_tpugan import data, keyed_dropout
-from keras_tpugan.epoch_batches import EpochBatches, hash_uint32
+from keras_tpugan.data import tfds as tfds_source
+from keras_tpugan.data.epoch_batches import EpochBatches, hash_uint32
 
 
 def test_offline_subset_is_real_mnist_split_in_two():
@@ -122,7 +123,7 @@ def test_shuffle_order_is_a_function_of_seed_and_epoch():
 
 
 def test_auto_falls_back_to_the_offline_subset_and_says_so(monkeypatch, caplog):
-    monkeypatch.setattr(data, "_tfds_available", lambda name, data_dir: False)
+    monkeypatch.setattr(tfds_source, "_tfds_available", lambda name, data_dir: False)
     with caplog.at_level(logging.WARNING, logger="keras_tpugan"):
         _, info = data.load_images("mnist", batch_size=64, return_info=True)
     assert info["source"] == "offline" and "OFFLINE" in caplog.text
@@ -153,7 +154,7 @@ def test_a_file_or_a_missing_path_is_neither_a_folder_nor_a_tfds_name(tmp_path, 
 def test_tfds_names_with_a_config_version_or_namespace_are_asked_of_tfds(monkeypatch):
     asked = []
     monkeypatch.setattr(
-        data, "_tfds_available", lambda name, data_dir: asked.append(name)
+        tfds_source, "_tfds_available", lambda name, data_dir: asked.append(name)
     )
     names = ["cifar10_corrupted/brightness_1:1.0.0", "mnist:3.*.*", "huggingface:x"]
     for name in names:

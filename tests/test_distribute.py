@@ -11,7 +11,8 @@ import pytest
 from conftest import BACKEND
 
 from keras_tpugan import distribute
-from keras_tpugan.config import TrainConfig
+from keras_tpugan.distribute import iterators, tpu
+from keras_tpugan.runs.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 
@@ -146,7 +147,7 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     strategy = distribute.get_strategy("cpu", num_replicas=2)
     ds = tf.data.Dataset.range(8).batch(4, drop_remainder=True)
     # What `shard_over_processes` returns with several processes.
-    distributed = distribute._deleting_iterators_aside(
+    distributed = iterators._deleting_iterators_aside(
         strategy.experimental_distribute_dataset(ds)
     )
     assert isinstance(distributed, tf.distribute.DistributedDataset)
@@ -163,7 +164,7 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     thread = distribute.release_unused_iterators()
     # A daemon, which the process waits for at exit for a bounded time only.
     assert isinstance(thread, threading.Thread) and thread.daemon
-    assert thread in distribute._DELETIONS
+    assert thread in iterators._DELETIONS
     thread.join(timeout=60)
     assert gone() is None
     # An iterator still held is left alone, and released once dropped.
@@ -171,7 +172,7 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     assert next(kept) is not None
     del kept
     distribute.release_unused_iterators().join(timeout=60)
-    assert distribute._ITERATORS == []
+    assert iterators._ITERATORS == []
 
 
 def _run_python(script):
@@ -188,13 +189,13 @@ def test_a_deletion_left_running_ends_the_process_with_its_status():
     """At exit a deletion still running would abort Python's finalization."""
     script = """
 import sys, threading, time
-from keras_tpugan import distribute
-distribute.EXIT_WAIT_SECONDS = 0.2
+from keras_tpugan.distribute import iterators
+iterators.EXIT_WAIT_SECONDS = 0.2
 stuck = threading.Thread(target=time.sleep, args=(30,), daemon=True)
 stuck.start()
-distribute._DELETIONS.append(stuck)
+iterators._DELETIONS.append(stuck)
 print("before", flush=True)
-distribute.end_process(3)
+iterators.end_process(3)
 print("not reached")
 """
     start = time.monotonic()
@@ -217,11 +218,11 @@ def test_at_exit_a_deletion_left_running_keeps_pythons_status(ending, status):
     ended, 1 after an uncaught exception, as Python's own status."""
     script = f"""
 import threading, time
-from keras_tpugan import distribute
-distribute.EXIT_WAIT_SECONDS = 0.2
+from keras_tpugan.distribute import iterators
+iterators.EXIT_WAIT_SECONDS = 0.2
 stuck = threading.Thread(target=time.sleep, args=(30,), daemon=True)
 stuck.start()
-distribute._DELETIONS.append(stuck)
+iterators._DELETIONS.append(stuck)
 {ending}
 """
     start = time.monotonic()
@@ -233,9 +234,9 @@ distribute._DELETIONS.append(stuck)
 
 
 def test_attached_tpu_reads_device_files_and_tpu_variables(monkeypatch, tmp_path):
-    for name in distribute._TPU_VARIABLES:
+    for name in tpu._TPU_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(distribute, "_TPU_DEVICE_PATTERNS", (str(tmp_path / "accel*"),))
+    monkeypatch.setattr(tpu, "_TPU_DEVICE_PATTERNS", (str(tmp_path / "accel*"),))
     assert distribute.attached_tpu() is None
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
     assert distribute.attached_tpu() == "TPU_ACCELERATOR_TYPE=v5litepod-8"
@@ -246,7 +247,7 @@ def test_attached_tpu_reads_device_files_and_tpu_variables(monkeypatch, tmp_path
 def test_auto_warns_when_a_tpu_is_attached_but_the_backend_cannot_use_it(
     monkeypatch,
 ):
-    monkeypatch.setattr(distribute, "attached_tpu", lambda: "/dev/accel0")
+    monkeypatch.setattr(tpu, "attached_tpu", lambda: "/dev/accel0")
     with pytest.warns(RuntimeWarning) as record:
         strategy = distribute.get_strategy("auto")
     assert distribute.num_replicas(strategy) == 4  # the CPU's split, as before
@@ -258,7 +259,7 @@ def test_auto_warns_when_a_tpu_is_attached_but_the_backend_cannot_use_it(
     assert fix in message
     assert warning.filename == __file__  # the user's line
     # Without a TPU attached, no warning.
-    monkeypatch.setattr(distribute, "attached_tpu", lambda: None)
+    monkeypatch.setattr(tpu, "attached_tpu", lambda: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         distribute.get_strategy("auto")

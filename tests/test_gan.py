@@ -7,7 +7,7 @@ import pytest
 from conftest import BACKEND, LATENT, batches, numpy_weights, random_images, tiny_gan
 
 import keras_tpugan as ktg
-from keras_tpugan.config import TrainConfig
+from keras_tpugan.runs.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 

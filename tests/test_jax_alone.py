@@ -16,8 +16,8 @@ from conftest import BACKEND, tiny_gan
 from PIL import Image
 
 import keras_tpugan as ktg
-from keras_tpugan import cli
-from keras_tpugan.epoch_batches import EpochBatches
+from keras_tpugan.cli import main as cli
+from keras_tpugan.data.epoch_batches import EpochBatches
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.jax_only]
 

@@ -7,7 +7,7 @@ from conftest import batches, random_images, tiny_gan
 
 import keras_tpugan as ktg
 from keras_tpugan import keyed_dropout
-from keras_tpugan.config import TrainConfig
+from keras_tpugan.runs.config import TrainConfig
 
 pytestmark = pytest.mark.both_backends
 

@@ -4,9 +4,9 @@ import pytest
 from conftest import batches, random_images, tiny_gan
 
 from keras_tpugan import large_batch
-from keras_tpugan.config import TrainConfig
 from keras_tpugan.lars import LARS
-from keras_tpugan.train import build_gan
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.train import build_gan
 from keras_tpugan.warmup import LinearWarmup
 
 pytestmark = pytest.mark.both_backends

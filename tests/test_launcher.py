@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from conftest import BACKEND, colour_folder
 
-from keras_tpugan import cli, distribute, launcher
+from keras_tpugan import distribute
+from keras_tpugan.cli import main as cli
+from keras_tpugan.launch import launcher
 
 REPORT = """
 import json, os, sys
@@ -123,7 +125,7 @@ def test_cluster_processes_reads_the_backends_cluster_variables(monkeypatch):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert distribute.cluster_processes() == 3
-    if distribute.keras.backend.backend() == "tensorflow":
+    if keras.backend.backend() == "tensorflow":
         monkeypatch.setenv("TF_CONFIG", "{not json")
         with pytest.raises(ValueError, match="Expected TF_CONFIG to be JSON"):
             distribute.cluster_processes()

@@ -5,6 +5,7 @@ import pytest
 
 import keras_tpugan as ktg
 from keras_tpugan import metrics
+from keras_tpugan.metrics import classifiers
 
 pytestmark = pytest.mark.both_backends
 
@@ -177,8 +178,8 @@ def test_a_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
     def disk_full(*args, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(metrics, "_fit_classifier", trained)
-    monkeypatch.setattr(metrics.json, "dump", disk_full)
+    monkeypatch.setattr(classifiers, "_fit_classifier", trained)
+    monkeypatch.setattr(classifiers.json, "dump", disk_full)
     images = np.zeros((20, 28, 28, 1), "uint8")
     with pytest.raises(OSError, match="No space left"):
         metrics.data_classifier(images, np.arange(20) % 2, tmp_path)

@@ -16,7 +16,7 @@ import pytest
 from conftest import FULL, one_device_per_process_env
 
 import keras_tpugan as ktg
-from keras_tpugan import launcher
+from keras_tpugan.launch import launcher
 
 pytestmark = pytest.mark.both_backends
 BACKEND = keras.backend.backend()
@@ -35,9 +35,10 @@ BACKEND = keras.backend.backend()
 # Then each process exits with status 2 (the settings refused).
 PROBE = """
 import json, os, sys, tempfile
+import keras
 import numpy as np
 import keras_tpugan as ktg
-jax = ktg.distribute.keras.backend.backend() == "jax"
+jax = keras.backend.backend() == "jax"
 options = dict(collective="ring", bytes_per_pack=4096, collective_timeout_seconds=90)
 options = {} if jax else options
 strategy = ktg.distribute.get_strategy("auto", **options)
@@ -63,7 +64,7 @@ print("IDS", json.dumps({"rank": int(os.environ["KERAS_TPUGAN_RANK"]), "steps": 
 if not jax:  # the epochs' iterators, dropped, are deleted on a thread of their own
     thread = ktg.distribute.release_unused_iterators()
     thread.join(60)
-    print("ITERATORS LEFT", len(ktg.distribute._ITERATORS), thread.is_alive())
+    print("ITERATORS LEFT", len(ktg.distribute.iterators._ITERATORS), thread.is_alive())
 rank = int(os.environ["KERAS_TPUGAN_RANK"])
 ktg.distribute.check_same_settings({"batch_size": 64, "seed": 0}, strategy)
 print("same settings on", ktg.distribute.process_count(strategy), "processes")
@@ -73,7 +74,7 @@ try:
     ktg.distribute.check_same_settings({"batch_size": 64, "seed": rank}, strategy)
 except ValueError as e:
     print("refused:", e)
-from keras_tpugan import cli
+from keras_tpugan.cli import main as cli
 argv = ["train", "--preset", "smoke", "--set", "batch_size=63"]
 print("CLI STATUS", cli.main([*argv, "--out", tempfile.mkdtemp()]), flush=True)
 sys.exit(2)
@@ -294,8 +295,8 @@ def test_weak_scaling_reports_images_per_second_and_efficiency(
     backend; `make test` runs it in the TensorFlow pass, and the JAX pass
     runs the connected rows only (`make test-full`: all of them on both).
     """
-    from keras_tpugan import cli
-    from keras_tpugan.scaling import weak_scaling
+    from keras_tpugan.bench.scaling import weak_scaling
+    from keras_tpugan.cli import main as cli
 
     independent = FULL or BACKEND == "tensorflow"
     lines = []

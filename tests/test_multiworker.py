@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from keras_tpugan import launcher
+from keras_tpugan.launch import launcher
 
 WORKER = os.path.join(os.path.dirname(__file__), "multiworker_worker.py")
 

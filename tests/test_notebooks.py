@@ -37,13 +37,15 @@ def test_ipynb_is_generated_from_its_py_source(source):
 
 
 def test_dropdowns_offer_every_choice_the_library_takes():
-    from keras_tpugan import config, large_batch, precision, tuning
+    from keras_tpugan import large_batch, precision
+    from keras_tpugan.runs import config
+    from keras_tpugan.studies import search, tuning
 
     choices = {
         "LR_SCALING": set(large_batch.LR_SCALINGS),
         "OPTIMIZER": set(large_batch.OPTIMIZERS),
         "OBJECTIVE": set(tuning.OBJECTIVES),
-        "TUNER": set(tuning.TUNERS),
+        "TUNER": set(search.TUNERS),
         "PRECISION": set(precision.POLICIES),
         "BACKEND": {"auto", "tensorflow", "jax"},
     }

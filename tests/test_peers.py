@@ -6,7 +6,8 @@ import sys
 import keras
 import pytest
 
-from keras_tpugan import cli, peers, reports, step_profile
+from keras_tpugan.bench import peers, step_profile, tables
+from keras_tpugan.cli import main as cli
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "peers.py")
 
@@ -105,7 +106,7 @@ def test_profile_lists_kernel_time_by_op_type_with_convolutions_on_top():
     assert 0 < row["matrix_share"] <= 1
     ops = [part.rsplit(" ", 1) for part in row["top_ops"].split("; ")]
     assert len(ops) == 5 and all(float(ms) >= 0 for _, ms in ops)
-    lines = reports.profile_table(rows)
+    lines = tables.profile_table(rows)
     assert "| 8 | tutorial + XLA |" in "\n".join(lines)
 
 

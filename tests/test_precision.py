@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from keras_tpugan import distribute, precision
-from keras_tpugan.config import TrainConfig
-from keras_tpugan.prepared_run import prepare
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.prepared_run import prepare
 
 
 @pytest.mark.parametrize("name", [p for p in precision.POLICIES if p != "auto"])

@@ -8,9 +8,9 @@ import pytest
 from conftest import BACKEND
 
 from keras_tpugan import distribute
-from keras_tpugan.config import TrainConfig
-from keras_tpugan.epoch_batches import EpochBatches
-from keras_tpugan.prepared_run import PreparedRun, build_gan, prepare
+from keras_tpugan.data.epoch_batches import EpochBatches
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.prepared_run import PreparedRun, build_gan, prepare
 
 pytestmark = pytest.mark.both_backends
 
@@ -62,7 +62,9 @@ def test_prepare_takes_arrays_in_place_of_the_dataset():
 
 
 def test_prepare_refuses_what_cannot_run():
-    with pytest.raises(ValueError, match="Expected a keras_tpugan.config.TrainConfig"):
+    with pytest.raises(
+        ValueError, match="Expected a keras_tpugan.runs.config.TrainConfig"
+    ):
         prepare({"batch_size": 64})
     four = distribute.get_strategy("cpu", num_replicas=4)
     with pytest.raises(ValueError, match="divisible by the 4 replica"):

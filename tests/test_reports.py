@@ -1,25 +1,26 @@
 import csv
 import json
 
-from keras_tpugan import images, reports
+from keras_tpugan import images
+from keras_tpugan.runs import results
 
 
 def test_markdown_table_formats_and_aligns():
     columns = [("name", "run", "s"), ("fcd", "FCD", ".1f"), ("n", "steps", "d")]
     rows = [{"name": "a", "fcd": 12.345, "n": 3}, {"name": "b", "fcd": None, "n": 4}]
-    assert reports.markdown_table(rows, columns) == [
+    assert results.markdown_table(rows, columns) == [
         "| run | FCD | steps |",
         "|---|---:|---:|",
         "| a | 12.3 | 3 |",
         "| b | - | 4 |",
     ]
-    assert reports.fmt(float("nan")) == "-" and reports.fmt(True) == "True"
+    assert results.fmt(float("nan")) == "-" and results.fmt(True) == "True"
 
 
 def test_write_results_writes_csv_json_and_markdown(tmp_path):
     columns = [("batch", "batch", "d"), ("fcd", "FCD", lambda r: f"~{r['fcd']}")]
     rows = [{"batch": 64, "fcd": 10.0, "extra": [1, 2]}]
-    path = reports.write_results(tmp_path, rows, columns, footer=["Best: 64"])
+    path = results.write_results(tmp_path, rows, columns, footer=["Best: 64"])
     assert path.endswith("results.md")
     text = (tmp_path / "results.md").read_text()
     assert "| 64 | ~10.0 |" in text and text.endswith("Best: 64\n")
@@ -36,5 +37,5 @@ def test_one_grid_layout_for_grids_and_samples():
 
 
 def test_first_line():
-    assert reports.first_line(ValueError("one\ntwo")) == "one"
-    assert reports.first_line(KeyError()) == "KeyError"
+    assert results.first_line(ValueError("one\ntwo")) == "one"
+    assert results.first_line(KeyError()) == "KeyError"

@@ -6,8 +6,9 @@ import keras_tuner as kt
 import numpy as np
 import pytest
 
-from keras_tpugan import distribute, tuning
-from keras_tpugan.config import TrainConfig
+from keras_tpugan import distribute
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.studies import projection, search, tuning
 
 # Plumbing, not quality: the smoke preset with the smallest networks.
 SMOKE = TrainConfig.preset("smoke").override(["width=8", "latent_dim=8"])
@@ -29,7 +30,7 @@ def _hypermodel(classifier_dir, config=SMOKE, **kwargs):
 def test_grid_search_over_two_batch_sizes(tmp_path, classifier_dir):
     """Slow (about 15-35 s): two keras-tuner trials, each a GAN built, trained and
     scored."""
-    best, rows = tuning.search_batch_size(
+    best, rows = search.search_batch_size(
         hypermodel=_hypermodel(classifier_dir), directory=str(tmp_path)
     )
     assert sorted(r["batch_size"] for r in rows) == [32, 64]
@@ -73,7 +74,7 @@ def test_a_failed_trial_is_recorded_and_the_search_completes(tmp_path, classifie
         classifier_dir=classifier_dir,
         objective="images_per_sec",
     )
-    best, rows = tuning.search_batch_size(
+    best, rows = search.search_batch_size(
         hypermodel=hypermodel, directory=str(tmp_path)
     )
     statuses = {r["batch_size"]: r["status"] for r in rows}
@@ -86,7 +87,7 @@ def test_bad_arguments(classifier_dir):
     with pytest.raises(ValueError, match="Expected objective in"):
         _hypermodel(classifier_dir, objective="fid")
     with pytest.raises(ValueError, match="Expected tuner in"):
-        tuning.search_batch_size(tuner="annealing")
+        search.search_batch_size(tuner="annealing")
     with pytest.raises(ValueError, match="divisible by the 4 replica"):
         tuning.GANHyperModel(
             SMOKE,
@@ -138,7 +139,7 @@ def test_time_to_fcd_is_the_default_and_reports_steps_images_seconds(
         target_fcd=1e9,  # reached at the first score
     )
     assert hypermodel.objective == "time_to_fcd"
-    _, rows = tuning.search_batch_size(hypermodel=hypermodel, directory=str(tmp_path))
+    _, rows = search.search_batch_size(hypermodel=hypermodel, directory=str(tmp_path))
     (row,) = rows
     # Scored after each half of the budget: 10 steps of 32 images.
     assert row["steps_to_target"] == 10 and row["images_to_target"] == 320
@@ -171,7 +172,7 @@ def test_space_searches_any_setting_and_steps_to_fcd_ranks_by_steps(
         target_fcd=-1.0,  # never reached: every trial runs its whole budget
     )
     assert hypermodel.combinations == 4
-    best, rows = tuning.search_batch_size(
+    best, rows = search.search_batch_size(
         hypermodel=hypermodel, directory=str(tmp_path)
     )
     assert len(rows) == 4
@@ -222,9 +223,9 @@ def test_best_per_batch_size_skips_failed_trials():
         {"batch_size": 128, "status": "failed: out of memory", "objective": None},
         {"batch_size": 128, "status": "ok", "objective": 50, "trial": 3},
     ]
-    best = tuning.best_per_batch_size(rows, "steps_to_fcd")
+    best = search.best_per_batch_size(rows, "steps_to_fcd")
     assert {b: r["trial"] for b, r in best.items()} == {64: 1, 128: 3}
-    best = tuning.best_per_batch_size(rows, "images_per_sec")
+    best = search.best_per_batch_size(rows, "images_per_sec")
     assert {b: r["trial"] for b, r in best.items()} == {64: 0, 128: 3}
 
 
@@ -241,9 +242,9 @@ def test_bad_space(classifier_dir):
 
 
 def test_projection_to_the_tpu_step_time_model():
-    assert tuning.projected_step_time(64, 64) == 1.0
-    assert tuning.projected_step_time(512, 64) == pytest.approx(1.68)
-    assert tuning.projected_step_time(256, 64) == pytest.approx(1 + 0.68 * 3 / 7)
+    assert projection.projected_step_time(64, 64) == 1.0
+    assert projection.projected_step_time(512, 64) == pytest.approx(1.68)
+    assert projection.projected_step_time(256, 64) == pytest.approx(1 + 0.68 * 3 / 7)
     best = {
         64: {
             "steps_to_target": 3000,
@@ -257,13 +258,13 @@ def test_projection_to_the_tpu_step_time_model():
             "seconds_to_target": 600.0,
         },
     }
-    rows = tuning.projection(best)
+    rows = projection.projection(best)
     assert [r["batch_size"] for r in rows] == [64, 512]
     assert rows[1]["steps_ratio"] == pytest.approx(1 / 3)
     # A third of the steps at 1.68x the step time: 0.56x the time.
     assert rows[1]["projected_time_ratio"] == pytest.approx(1.68 / 3)
     assert rows[0]["projected_time_ratio"] == 1.0
-    assert tuning.projection({64: {"steps_to_target": None}}) == []
+    assert projection.projection({64: {"steps_to_target": None}}) == []
 
 
 def test_unlabelled_data_is_searched_for_speed_only(tmp_path, classifier_dir):
@@ -283,7 +284,7 @@ def test_unlabelled_data_is_searched_for_speed_only(tmp_path, classifier_dir):
         evaluations=1,
     )
     assert hypermodel.quality is None
-    best, (row,) = tuning.search_batch_size(
+    best, (row,) = search.search_batch_size(
         hypermodel=hypermodel, directory=str(tmp_path)
     )
     assert best["batch_size"] == 16 and row["status"] == "ok"

@@ -35,17 +35,6 @@ UNSCORED = {
 }
 
 
-# Whether each score improves upward, for Keras's `mode="auto"`.
-DIRECTIONS = {
-    "fcd": "down",
-    "fid": "down",
-    "kid": "down",
-    "classifier_score": "up",
-    "precision": "up",
-    "recall": "up",
-}
-
-
 class QualityMetrics(GANCallback):
     """Scores generated images every few epochs and logs the scores.
 

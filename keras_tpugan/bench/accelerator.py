@@ -1,0 +1,493 @@
+"""The accelerator benchmark: images/s, model FLOP utilisation and the seed's study.
+
+One prepared run, on whatever JAX devices the process finds (TPU cores,
+GPUs, or the CPU for `smoke=True`), within a time budget that each part
+has a share of (`BUDGET_SHARES`), in this order:
+
+1. **Throughput.** For the demo DCGAN (28x28x1) and a 64x64 RGB DCGAN,
+   float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256 and 512:
+   images/s, and model FLOP utilisation: the FLOPs of a training step
+   counted from the networks' layers (`bench.forward_flops`: 4 G + 8 D
+   forward FLOPs per image, a lower bound) per second, against the chip's
+   dense bf16 peak (`CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
+   known) and against a large bf16 matmul measured in the same run. Each
+   timed fit runs for at least `MIN_TIMED_SECONDS`.
+2. **steps_per_execution**: the demo DCGAN, bfloat16, batch 256, with 1, 4
+   and 16 steps per call.
+3. **The seed's study**: MNIST (TFDS when on disk, else the offline
+   subset), batch 64, 512, 128 and 256, bfloat16 + XLA: seconds per epoch
+   of training steps, the fit's whole time (with compilation, validation,
+   scoring, backups and grids), and the steps, images and seconds to a
+   target FCD.
+4. **The largest batch** per model and precision: doubling from 1,024
+   until the device runs out of memory (or the budget does).
+5. **The input path**: images/s that `EpochBatches` (what `load_images`
+   gives on JAX) gathers and scales on this host, for each model's image
+   shape at batch 256, to compare with the training images/s above (the
+   throughput cells train on one repeated batch, so they do not include
+   it).
+
+It writes `accelerator.csv` (every row) and `accelerator.md` (the tables)
+under `out_dir`. `benchmarks/accelerator.py` and `keras-tpugan bench
+--accelerator` call `run_benchmark`.
+"""
+
+import dataclasses
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+
+from keras_tpugan import distribute
+from keras_tpugan.bench import throughput as bench
+from keras_tpugan.data.epoch_batches import EpochBatches
+from keras_tpugan.runs import results
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.prepared_run import build_gan
+
+# Dense (no sparsity) bf16 peak TFLOP/s per JAX device, from the vendors'
+# datasheets. A JAX device is one TPU core on v2/v3, one chip from v4 on.
+# Matched against `device_kind`, longest name first.
+CHIP_PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+    "TPU v2": 22.5,
+    "TPU v3": 61.5,
+    "TPU v4": 275.0,
+    "TPU v5 lite": 197.0,
+    "TPU v5e": 197.0,
+    "TPU v5p": 459.0,
+    "TPU v5": 459.0,
+    "TPU v6 lite": 918.0,
+    "TPU v6e": 918.0,
+}
+MODELS = {
+    # The demo preset's networks, on MNIST's shape.
+    "dcgan-28x28x1": {"image_shape": (28, 28, 1), "width": 64, "latent_dim": 64},
+    # A 64x64 RGB DCGAN (CelebA's shape).
+    "dcgan-64x64x3": {"image_shape": (64, 64, 3), "width": 128, "latent_dim": 128},
+}
+BATCH_SIZES = (64, 128, 256, 512)
+# The ends of the seed's range first: if the budget runs out, the time cut
+# from 64 to 512 is measured.
+STUDY_BATCH_SIZES = (64, 512, 128, 256)
+# Epochs per study run: the seed's 30 do not fit a budget of minutes, but at
+# batch 64 on MNIST these give the FCD a chance to reach its target.
+STUDY_EPOCHS = 10
+# Each part's share of the time budget, in the order the parts run. A part
+# stops starting cells at the start plus its share and the shares before it,
+# so the time a part leaves unused goes to the next; the search for the
+# largest batch (the least needed) comes last. The input path runs whatever
+# is left (seconds on the host).
+BUDGET_SHARES = (
+    ("throughput", 0.35),
+    ("steps_per_execution", 0.10),
+    ("study", 0.40),
+    ("largest", 0.15),
+)
+# A timed fit lasts at least this long (steps are added until it does), so
+# that `fit`'s fixed cost per call stays small against the steps on a fast
+# device.
+MIN_TIMED_SECONDS = 0.5
+FIELDS = (
+    "part",
+    "model",
+    "precision",
+    "batch_size",
+    "steps_per_execution",
+    "images_per_sec",
+    "tflops_per_sec",
+    "mfu_vs_chip_peak",
+    "mfu_vs_matmul",
+    "first_epoch_seconds",
+    "seconds_per_epoch",
+    "epochs",
+    "final_fcd",
+    "target_fcd",
+    "steps_to_target",
+    "images_to_target",
+    "seconds_to_target",
+    "fit_seconds",
+    "note",
+)
+
+
+def chip_peak_tflops(device_kind):
+    """The dense bf16 peak of a known chip, or None.
+
+    Args:
+        device_kind: A JAX device's `device_kind` (e.g. `"NVIDIA H200"`,
+            `"TPU v4"`).
+
+    Returns:
+        TFLOP/s per JAX device, or None for a chip not in
+        `CHIP_PEAK_TFLOPS`.
+    """
+    for name in sorted(CHIP_PEAK_TFLOPS, key=len, reverse=True):
+        if name.lower() in device_kind.lower():
+            return CHIP_PEAK_TFLOPS[name]
+    return None
+
+
+def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
+    """Runs the five parts on the JAX devices of this process.
+
+    Args:
+        out_dir: Folder for `accelerator.csv` and `accelerator.md`.
+        smoke: A run of about a minute on a CPU: small networks in float32
+            only, batch 8, a few steps, steps_per_execution 1 and 2, one
+            study epoch at batch 64, XLA's CPU code generation at its lowest
+            level (when JAX has not started yet). It checks the benchmark,
+            not the machine.
+        budget_seconds: Cells that would start after this much time are
+            skipped (and listed as skipped); each part stops starting cells
+            at the end of its share (`BUDGET_SHARES`).
+        printer: Called with each line of output.
+
+    Returns:
+        The rows written to the CSV (dicts with `FIELDS`).
+
+    Example:
+
+    ```python
+    rows = run_benchmark("runs/accelerator", smoke=True)
+    ```
+    """
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Expected the JAX backend for the accelerator benchmark. Received: "
+            f"KERAS_BACKEND={keras.backend.backend()!r}. Run it with "
+            "KERAS_BACKEND=jax (benchmarks/accelerator.py sets it)."
+        )
+    if smoke:
+        # XLA's CPU code generation at its lowest level (read when JAX starts
+        # its CPU platform): compiling is most of a smoke run's time.
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_backend_optimization_level" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0"
+    import jax
+
+    started = time.perf_counter()
+    deadlines, share = {}, 0.0
+    for part, fraction in BUDGET_SHARES:
+        share += fraction
+        deadlines[part] = started + share * budget_seconds
+    os.makedirs(out_dir, exist_ok=True)
+    devices = jax.devices()
+    kind = devices[0].device_kind
+    peak = chip_peak_tflops(kind)
+    matmul = bench.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
+    header = [
+        f"devices: {len(devices)} x {kind} ({devices[0].platform}); JAX "
+        f"{jax.__version__}, Keras {keras.__version__}, Python "
+        f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        "chip bf16 peak: "
+        + (f"{peak:g} TFLOP/s per device" if peak else "unknown chip")
+        + f"; measured bf16 matmul: {matmul / 1e12:.3g} TFLOP/s per device",
+    ]
+    for line in header:
+        printer(line)
+    peaks = {"chip": None if peak is None else peak * 1e12 * len(devices)}
+    peaks["matmul"] = matmul * len(devices)
+    rows = []
+
+    def record(row):
+        row = {field: row.get(field) for field in FIELDS}
+        rows.append(row)
+        printer(", ".join(f"{k}={v}" for k, v in row.items() if v is not None))
+
+    strategy = distribute.get_strategy("auto")
+    for row in _throughput(strategy, smoke, deadlines["throughput"], peaks):
+        record(row)
+    for row in _steps_per_execution(
+        strategy, smoke, deadlines["steps_per_execution"], peaks
+    ):
+        record(row)
+    for row in _study(out_dir, smoke, deadlines["study"]):
+        record(row)
+    if not smoke:
+        for row in _largest(strategy, deadlines["largest"], peaks):
+            record(row)
+    for row in _input_path(smoke):
+        record(row)
+    printer(f"total: {time.perf_counter() - started:.0f} s")
+    _write(rows, header, out_dir, printer)
+    return rows
+
+
+def _one_batch_gan(model, policy, batch_size, strategy, smoke, spe=1):
+    """A compiled GAN of `MODELS[model]` and an endless repeat of one batch."""
+    spec = MODELS[model]
+    width = 16 if smoke else spec["width"]
+    config = TrainConfig(
+        latent_dim=8 if smoke else spec["latent_dim"],
+        width=width,
+        batch_size=batch_size,
+        precision=policy,
+        jit_compile=True,
+        steps_per_execution=spe,
+    )
+    keras.mixed_precision.set_global_policy(policy)
+    with strategy.scope():
+        gan = build_gan(config, spec["image_shape"])
+    images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *spec["image_shape"]))
+    return gan, bench.RepeatedBatch(images.astype("float32"))
+
+
+def _timed(gan, ds, steps, repeats, min_seconds=0.0):
+    """Median images/s of `repeats` fits, after two compiling fits.
+
+    Each timed fit runs `steps` steps, or more (a multiple of
+    `steps_per_execution`) where `steps` would take under `min_seconds`.
+    """
+    spe = gan.steps_per_execution
+    for _ in range(2):  # trace and compile (JAX compiles again for the shardings)
+        gan.fit(ds, epochs=1, steps_per_epoch=2 * spe, verbose=0)
+    batch = len(ds.batch)
+
+    def seconds_for(count):
+        start = time.perf_counter()
+        gan.fit(ds, epochs=1, steps_per_epoch=count, verbose=0)
+        return time.perf_counter() - start
+
+    first = seconds_for(steps)
+    if min_seconds and first < min_seconds:
+        steps = int(np.ceil(steps * min_seconds / max(first, 1e-6) / spe)) * spe
+    rates = [steps * batch / seconds_for(steps) for _ in range(repeats)]
+    return float(np.median(rates))
+
+
+def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
+    steps = 4 if smoke else 20
+    gan, ds = _one_batch_gan(model, policy, batch, strategy, smoke, spe)
+    steps = max(steps // spe, 1) * spe
+    rate = _timed(
+        gan,
+        ds,
+        steps,
+        repeats=1 if smoke else 3,
+        min_seconds=0.0 if smoke else MIN_TIMED_SECONDS,
+    )
+    flops = 4 * bench.forward_flops(gan.generator) + 8 * bench.forward_flops(
+        gan.discriminator
+    )
+    achieved = rate * flops
+    return {
+        **_cell_key(part, model, policy, batch, spe),
+        "images_per_sec": round(rate, 1),
+        "tflops_per_sec": float(f"{achieved / 1e12:.4g}"),
+        "mfu_vs_chip_peak": (
+            None if peaks["chip"] is None else float(f"{achieved / peaks['chip']:.3g}")
+        ),
+        "mfu_vs_matmul": float(f"{achieved / peaks['matmul']:.3g}"),
+    }
+
+
+def _cell_key(part, model, policy, batch, spe):
+    return {
+        "part": part,
+        "model": model,
+        "precision": policy,
+        "batch_size": batch,
+        "steps_per_execution": spe,
+    }
+
+
+def _skipped(part, model, policy, batch, spe=1, why="time budget"):
+    return {**_cell_key(part, model, policy, batch, spe), "note": f"skipped: {why}"}
+
+
+def _throughput(strategy, smoke, deadline, peaks):
+    # The ends of the batch range first, for every model and precision, so
+    # that a short budget still compares them all (the tables sort the rows).
+    batches = (8,) if smoke else (BATCH_SIZES[-1], BATCH_SIZES[0], *BATCH_SIZES[1:-1])
+    for batch in batches:
+        for model in MODELS:
+            for policy in ("float32",) if smoke else ("float32", "mixed_bfloat16"):
+                if time.perf_counter() > deadline:
+                    yield _skipped("throughput", model, policy, batch)
+                    continue
+                yield _cell("throughput", model, policy, batch, strategy, smoke, peaks)
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _largest(strategy, deadline, peaks):
+    """The largest batch that fits, per model and precision: doubling from
+    twice the largest of `BATCH_SIZES` until the device runs out of memory."""
+    for model in MODELS:
+        for policy in ("float32", "mixed_bfloat16"):
+            batch = 2 * BATCH_SIZES[-1]
+            while batch <= 65_536:
+                if time.perf_counter() > deadline:
+                    yield _skipped("largest", model, policy, batch)
+                    break
+                try:
+                    row = _cell("largest", model, policy, batch, strategy, False, peaks)
+                except Exception as e:  # noqa: BLE001 - out of memory ends the search
+                    if not distribute.is_out_of_memory(e):
+                        raise
+                    yield {
+                        **_skipped("largest", model, policy, batch),
+                        "note": "out of memory",
+                    }
+                    break
+                yield row
+                batch *= 2
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _steps_per_execution(strategy, smoke, deadline, peaks):
+    model = "dcgan-28x28x1"
+    policy = "float32" if smoke else "mixed_bfloat16"
+    batch = 8 if smoke else 256
+    for spe in (1, 2) if smoke else (1, 4, 16):
+        if time.perf_counter() > deadline:
+            yield _skipped("steps_per_execution", model, policy, batch, spe)
+            continue
+        yield _cell(
+            "steps_per_execution", model, policy, batch, strategy, smoke, peaks, spe
+        )
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _study(out_dir, smoke, deadline):
+    """The seed's study: `train` per batch size, bfloat16 + XLA."""
+    from keras_tpugan.runs.train import train
+
+    base = TrainConfig.preset("mnist-tpu")
+    base = dataclasses.replace(
+        base,
+        source="auto",
+        validation_split=None,
+        target_fcd=None if smoke else 60.0,
+        quality_every=1,
+    )
+    if smoke:
+        base = dataclasses.replace(
+            base,
+            width=8,
+            latent_dim=8,
+            epochs=1,
+            quality_images=64,
+            precision="float32",
+            source="offline",  # no TFDS probe (which imports TensorFlow)
+        )
+    else:
+        base = dataclasses.replace(base, epochs=STUDY_EPOCHS)
+    for batch in (64,) if smoke else STUDY_BATCH_SIZES:
+        if time.perf_counter() > deadline:
+            yield _skipped("study", "dcgan-28x28x1", base.precision, batch)
+            continue
+        config = dataclasses.replace(base, batch_size=batch)
+        summary = train(config, os.path.join(out_dir, f"study_b{batch}"), verbose=0)
+        yield {
+            "part": "study",
+            "model": "dcgan-28x28x1",
+            "precision": config.precision,
+            "batch_size": batch,
+            "steps_per_execution": 1,
+            "images_per_sec": summary.get("images_per_sec"),
+            "first_epoch_seconds": summary.get("first_epoch_seconds"),
+            "seconds_per_epoch": summary.get("mean_epoch_seconds"),
+            "epochs": config.epochs,
+            "final_fcd": (summary.get("final") or {}).get("fcd"),
+            "target_fcd": config.target_fcd,
+            "steps_to_target": summary.get("steps_to_target"),
+            "images_to_target": summary.get("images_to_target"),
+            "seconds_to_target": summary.get("seconds_to_target"),
+            "fit_seconds": summary.get("train_seconds"),
+            "note": f"data: {summary.get('data_source')}",
+        }
+
+
+def _input_path(smoke):
+    """Images/s of `EpochBatches` on this host, per model image shape."""
+    from keras_tpugan import data
+
+    batch, count, epochs = (16, 64, 3) if smoke else (256, 10_240, 3)
+    for model, spec in MODELS.items():
+        images = np.random.default_rng(0).integers(
+            0, 256, (count, *spec["image_shape"]), dtype=np.uint8
+        )
+        ds = EpochBatches(images, batch_size=batch, xflip=True)
+        seconds = []
+        for epoch in range(epochs):
+            data.set_epoch(epoch)
+            start = time.perf_counter()
+            for i in range(len(ds)):
+                ds[i]
+            seconds.append(time.perf_counter() - start)
+        data.set_epoch(0)
+        # The first epoch left out (it draws the order and warms the caches).
+        rate = len(ds) * batch * (epochs - 1) / sum(seconds[1:])
+        yield {
+            "part": "input",
+            "model": model,
+            "precision": "uint8 -> float32",
+            "batch_size": batch,
+            "images_per_sec": round(rate, 1),
+            "note": "EpochBatches, one thread",
+        }
+
+
+# The two Markdown tables: `(key, header, format)` columns for
+# `results.markdown_table`, and the parts each shows.
+SPEED_TABLE = (
+    ("throughput", "largest", "steps_per_execution", "input"),
+    (
+        ("part", "part", "s"),
+        ("model", "model", "s"),
+        ("precision", "precision", "s"),
+        ("batch_size", "batch", "d"),
+        ("steps_per_execution", "steps/call", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("tflops_per_sec", "TFLOP/s", ".4g"),
+        ("mfu_vs_chip_peak", "of chip peak", ".3g"),
+        ("mfu_vs_matmul", "of matmul", ".3g"),
+        ("note", "note", "s"),
+    ),
+)
+STUDY_TABLE = (
+    ("study",),
+    (
+        ("batch_size", "batch", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("first_epoch_seconds", "first epoch s", ".1f"),
+        ("seconds_per_epoch", "s/epoch", ".1f"),
+        ("epochs", "epochs", "d"),
+        ("final_fcd", "final FCD", ".1f"),
+        ("target_fcd", "target FCD", ".1f"),
+        ("steps_to_target", "steps to target", "d"),
+        ("images_to_target", "images to target", ",d"),
+        ("seconds_to_target", "s to target", ".1f"),
+        ("fit_seconds", "fit s (all)", ".1f"),
+        ("note", "note", "s"),
+    ),
+)
+
+
+def _write(rows, header, out_dir, printer):
+    results.write_csv(rows, os.path.join(out_dir, "accelerator.csv"))
+    lines = [*header, ""]
+    for parts, columns in (SPEED_TABLE, STUDY_TABLE):
+        shown = sorted(
+            (row for row in rows if row["part"] in parts),
+            key=lambda row: (
+                parts.index(row["part"]),
+                row["model"],
+                row["precision"],
+                row["batch_size"],
+                row["steps_per_execution"] or 0,
+            ),
+        )
+        lines += [*results.markdown_table(shown, columns), ""]
+    with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
+        f.write("\n".join(lines))
+    for line in lines:
+        printer(line)

@@ -1,0 +1,58 @@
+"""What several subcommands share: the preset help, the data arguments and
+the `TrainConfig` they make."""
+
+import dataclasses
+
+PRESET_HELP = (
+    "demo (the default without --data), images (the default with --data: the "
+    "demo's recipe at Adam 1e-3, the model sized for --image-size), "
+    "demo-conditional, smoke, mnist-tpu"
+)
+
+
+def add_data_arguments(parser):
+    """`--data`, `--image-size` and `--channels`: the user's own images."""
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH_OR_TFDS_NAME",
+        help="a folder of images (flat, or a subfolder per class) or a TFDS "
+        "name (cifar10, celeb_a, ...) in place of the preset's data",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="bring every image to NxN (centre crop, then resize); required "
+        "for folders",
+    )
+    parser.add_argument(
+        "--channels",
+        type=int,
+        choices=(1, 3),
+        default=None,
+        help="1 (grey) or 3 (RGB); default: as the data",
+    )
+
+
+def config_from_args(args, **changes):
+    """The `TrainConfig` of `--preset`, `--data` and `--set`, with `changes`
+    (those not None) applied."""
+    from keras_tpugan.runs.config import TrainConfig
+
+    data = getattr(args, "data", None)
+    preset = args.preset or ("demo" if data is None else "images")
+    config = TrainConfig.preset(preset)
+    if data is not None:
+        config = dataclasses.replace(config, dataset=data)
+    keys = {item.split("=", 1)[0].strip() for item in args.set}
+    if (data is not None or "dataset" in keys) and "source" not in keys:
+        # Other data than the preset's: its source is found anew (a preset
+        # for the offline MNIST subset would refuse any other data).
+        config = dataclasses.replace(config, source="auto")
+    config = config.override(args.set)
+    changes["image_size"] = getattr(args, "image_size", None)
+    changes["channels"] = getattr(args, "channels", None)
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return dataclasses.replace(config, **changes)

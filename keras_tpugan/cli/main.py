@@ -1,0 +1,153 @@
+"""The `keras-tpugan` command line: argument parsing and printing only.
+
+Each subcommand parses its arguments into a `TrainConfig` (or typed
+arguments) and calls one importable function (`train.train`,
+`sweep.run_sweep`, `search.search_batch_size`, `sample.sample_grid`,
+`bench.throughput_matrix`), which notebooks call too. Errors are one line.
+The subcommands' parsers and handlers live by group: `cli.run` (train,
+sample), `cli.study` (sweep, tune), `cli.bench` and `cli.launch`; what they
+share in `cli.arguments`.
+TensorFlow's native start-up logs are silenced (see
+`keras_tpugan.native_logs`) unless `--verbose` or `KERAS_TPUGAN_VERBOSE=1`
+is given.
+"""
+
+import argparse
+import os
+import sys
+import warnings
+
+from keras_tpugan.cli import bench as bench_commands
+from keras_tpugan.cli import launch as launch_commands
+from keras_tpugan.cli import run as run_commands
+from keras_tpugan.cli import study as study_commands
+from keras_tpugan.launch import backends
+from keras_tpugan.launch.backends import BACKENDS
+from keras_tpugan.runs.results import first_line
+
+# The package's own files: their warnings print as one line (`main`).
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+# Each group of subcommands: its parsers, handlers and examples.
+_GROUPS = (run_commands, study_commands, bench_commands, launch_commands)
+EXAMPLES = {name: text for group in _GROUPS for name, text in group.EXAMPLES.items()}
+_COMMANDS = {name: fn for group in _GROUPS for name, fn in group.COMMANDS.items()}
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-tpugan",
+        description="Train GANs with Keras on TPUs, GPUs and CPUs.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name, help_text, description):
+        sub = commands.add_parser(
+            name,
+            help=help_text,
+            description=description,
+            epilog=EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show TensorFlow's native start-up logs (also: "
+            "KERAS_TPUGAN_VERBOSE=1)",
+        )
+        if name == "bench":
+            sub.add_argument(
+                "--backend",
+                nargs="+",
+                choices=BACKENDS,
+                default=None,
+                help="Keras backend(s); several are measured side by side, "
+                "each in its own process (default: KERAS_BACKEND or tensorflow)",
+            )
+        else:
+            sub.add_argument(
+                "--backend",
+                choices=BACKENDS,
+                default=None,
+                help="Keras backend (default: KERAS_BACKEND or tensorflow)",
+            )
+        return sub
+
+    for group in _GROUPS:
+        group.add_parsers(command)
+    return parser
+
+
+def main(argv=None):
+    """Runs the CLI.
+
+    Args:
+        argv: Arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit status: 0 on success, 2 on a usage or input error, 1 when
+        the machine ran out of memory.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warnings(format_warning)
+    try:
+        status = _run(argv)
+    finally:
+        warnings.formatwarning = format_warning
+    distribute = sys.modules.get("keras_tpugan.distribute.iterators")
+    if distribute is not None:
+        # A multi-process iterator still being deleted would abort the
+        # process when Python finalizes: it leaves with its status instead.
+        distribute.end_process(status)
+    return status
+
+
+def _one_line_warnings(format_warning):
+    """A `warnings.formatwarning` that prints this package's warnings as one
+    `keras-tpugan: warning: ...` line: their message says what to do, and
+    the path and source line Python adds would be the package's own code.
+    Other warnings (Keras's, TensorFlow's) keep `format_warning`'s form."""
+
+    def formatted(message, category, filename, lineno, line=None):
+        if os.path.abspath(filename).startswith(_PACKAGE_DIR):
+            return f"keras-tpugan: warning: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    return formatted
+
+
+def _run(argv):
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "bench" and args.backend and len(args.backend) > 1:
+            return _COMMANDS["bench"](args)
+        backend = args.backend[0] if isinstance(args.backend, list) else args.backend
+        if args.command == "bench" and args.accelerator:
+            if backend not in (None, "jax"):
+                raise ValueError(
+                    "Expected --backend jax (or none) with --accelerator: the "
+                    f"accelerator benchmark runs on JAX. Received: --backend {backend}."
+                )
+            backend = "jax"
+        if not backends.runs_on(backend):
+            return backends.run_cli(backend, argv)
+        return _COMMANDS[args.command](args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"keras-tpugan: error: {first_line(e, limit=None)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        from keras_tpugan import distribute
+
+        if distribute.is_out_of_memory(e):
+            print(
+                "keras-tpugan: error: out of memory; use a smaller batch size "
+                f"or model ({first_line(e, limit=None)})",
+                file=sys.stderr,
+            )
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""`keras-tpugan train` and `keras-tpugan sample`: one run, and grids from it."""
+
+import json
+
+from keras_tpugan.cli.arguments import PRESET_HELP, add_data_arguments, config_from_args
+
+EXAMPLES = {
+    "train": """examples:
+  keras-tpugan train --preset demo --out runs/demo
+  keras-tpugan train --preset smoke --set epochs=2 --set batch_size=32 --out runs/smoke
+  keras-tpugan train --preset mnist-tpu --out runs/mnist-tpu
+  keras-tpugan train --backend jax --preset mnist-tpu --out runs/mnist-tpu-jax
+  keras-tpugan train --data photos/ --image-size 64 --out runs/photos
+  keras-tpugan train --data cifar10 --image-size 32 --preset smoke --out runs/c10
+  keras-tpugan train --data photos/ --image-size 64 --time-budget 3600 --out runs/p
+  keras-tpugan train --data photos/ --image-size 64 --resume --out runs/p
+""",
+    "sample": """examples:
+  keras-tpugan sample --model runs/demo --num 64 --out grid.png
+  keras-tpugan sample --model runs/cond/generator.keras --labels 3 3 3 7 7 7 --num 6 \\
+      --out sevens.png
+""",
+}
+
+
+def add_parsers(command):
+    """Adds the `train`, `sample` subcommands to the `keras-tpugan` parser.
+
+    Args:
+        command: `command(name, help, description)`, which adds a
+            subcommand with the arguments every one takes and returns it.
+    """
+    train = command(
+        "train",
+        "train a GAN from a preset and overrides",
+        "Train a GAN; writes samples, curves, the generator and summary.json "
+        "under --out.",
+    )
+    train.add_argument("--preset", default=None, help=PRESET_HELP)
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the preset (repeatable)",
+    )
+    add_data_arguments(train)
+    train.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="save the whole GAN every K epochs and at the end (default 10; 0: "
+        "at the end only)",
+    )
+    train.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop at the end of the epoch in which this much training time "
+        "has passed (continue later with --resume)",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished run in --out from its last completed epoch",
+    )
+    train.add_argument("--out", required=True, help="run directory")
+    train.add_argument("--quiet", action="store_true", help="one line per epoch")
+
+    sample = command(
+        "sample",
+        "write a grid of images from a saved generator",
+        "Load a generator (a run directory or a .keras file) and write a PNG grid.",
+    )
+    sample.add_argument("--model", required=True, help="run directory or .keras file")
+    sample.add_argument("--num", type=int, default=64)
+    sample.add_argument("--labels", type=int, nargs="+", default=None)
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--out", required=True, help="output PNG")
+
+
+def _train(args):
+    from keras_tpugan.runs.train import train
+
+    summary = train(
+        config_from_args(args, snapshot_every=args.snapshot_every),
+        args.out,
+        verbose=2 if args.quiet else "auto",
+        resume=args.resume,
+        time_budget_seconds=args.time_budget,
+    )
+    print(json.dumps(summary, indent=2))
+    print(f"keras-tpugan: wrote {args.out}/")
+    if summary["stopped_by_time_budget"]:
+        print(
+            f"keras-tpugan: stopped by --time-budget after epoch "
+            f"{summary['epochs_completed']} of {summary['epochs']}; to continue, "
+            "run the same command" + ("" if args.resume else " with --resume")
+        )
+    return 0
+
+
+def _sample(args):
+    from keras_tpugan.runs.sample import sample_grid
+
+    if args.num < 1:
+        raise ValueError(f"Expected --num >= 1. Received: {args.num}.")
+    sample_grid(args.model, args.out, num=args.num, labels=args.labels, seed=args.seed)
+    print(f"keras-tpugan: wrote {args.out}")
+    return 0
+
+
+# `--xla` on the command line, as `jit_compile`.
+
+
+COMMANDS = {"train": _train, "sample": _sample}

@@ -1,0 +1,40 @@
+"""Image datasets for GAN training: TFDS, the offline MNIST subset, numpy, folders.
+
+`load_images` returns global batches of float32 images in [-1, 1] (and
+int32 labels when asked), a new permutation of the whole dataset every
+epoch, with a fixed global batch (as replicas need): a `tf.data.Dataset` on
+the TensorFlow backend, a `keras_tpugan.EpochBatches` (no TensorFlow
+needed) on JAX.
+
+Modules: `loading` (`load_images`, `read_images`), `tfds` (TFDS names and
+sources), `mnist` (the offline subset), `tf_batches` (the TensorFlow
+pipeline), `epoch_batches` (`EpochBatches`, the JAX one), `image_files`
+(folders of image files), `epochs` (the epoch that keys the shuffle order)
+and `checks`.
+"""
+
+from keras_tpugan.data.epoch_batches import EpochBatches
+from keras_tpugan.data.epochs import current_epoch, set_epoch
+from keras_tpugan.data.loading import (
+    is_normalized,
+    load_images,
+    read_images,
+    to_unit,
+)
+from keras_tpugan.data.mnist import OFFLINE_MNIST_FILE, OFFLINE_SPLITS, offline_mnist
+from keras_tpugan.data.tfds import SOURCES, STREAM_SHUFFLE_BUFFER
+
+__all__ = [
+    "OFFLINE_MNIST_FILE",
+    "OFFLINE_SPLITS",
+    "SOURCES",
+    "STREAM_SHUFFLE_BUFFER",
+    "EpochBatches",
+    "current_epoch",
+    "is_normalized",
+    "load_images",
+    "offline_mnist",
+    "read_images",
+    "set_epoch",
+    "to_unit",
+]

@@ -1,0 +1,72 @@
+"""Strategies (TensorFlow) and distributions (JAX), processes and sharding.
+
+On the TensorFlow backend the GAN is built and compiled under a
+`tf.distribute.Strategy`; on the JAX backend under a
+`keras.distribution.DataParallel`. `get_strategy` returns the right one for
+the backend Keras runs on, and both are used the same way:
+`with strategy.scope(): ...` around building and compiling the GAN.
+
+Modules: `strategy` (choosing one, replicas, scope), `cluster` (several
+processes), `sharding` (the data over processes, the global batch check),
+`iterators` (deleting multi-process iterators safely, the exit protocol)
+and `tpu`. The arrows run strategy -> cluster, tpu; sharding -> strategy,
+cluster, iterators.
+"""
+
+from keras_tpugan.distribute.cluster import (
+    COLLECTIVES,
+    check_same_settings,
+    chief_values,
+    cluster_processes,
+    is_chief,
+    process_count,
+    process_index,
+)
+from keras_tpugan.distribute.iterators import (
+    EXIT_WAIT_SECONDS,
+    end_process,
+    finish_deletions,
+    release_unused_iterators,
+)
+from keras_tpugan.distribute.sharding import (
+    check_global_batch,
+    shard_over_processes,
+    sharded_by_the_data,
+)
+from keras_tpugan.distribute.strategy import (
+    KINDS,
+    get_strategy,
+    is_out_of_memory,
+    num_replicas,
+    scope,
+    split_host_devices,
+    strategy_name,
+)
+from keras_tpugan.distribute.tpu import (
+    attached_tpu,
+)
+
+__all__ = [
+    "COLLECTIVES",
+    "EXIT_WAIT_SECONDS",
+    "KINDS",
+    "attached_tpu",
+    "check_global_batch",
+    "check_same_settings",
+    "chief_values",
+    "cluster_processes",
+    "end_process",
+    "finish_deletions",
+    "get_strategy",
+    "is_chief",
+    "is_out_of_memory",
+    "num_replicas",
+    "process_count",
+    "process_index",
+    "release_unused_iterators",
+    "scope",
+    "shard_over_processes",
+    "sharded_by_the_data",
+    "split_host_devices",
+    "strategy_name",
+]

@@ -1,0 +1,411 @@
+"""Several processes: the cluster, the process index and agreement between processes.
+
+Reads the cluster a run is part of (`TF_CONFIG`, SLURM, JAX's coordinator
+variables), builds TensorFlow's multi-worker strategy and starts JAX's
+processes, and answers what every process asks: how many processes, which
+one this is, whether it is the chief, and whether all were given the same
+settings.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+import keras
+import numpy as np
+
+from keras_tpugan.tf_import import tf
+
+# All-reduce implementations across processes (TensorFlow's
+# `tf.distribute.experimental.CommunicationImplementation`).
+COLLECTIVES = ("auto", "ring", "nccl")
+
+
+def _positive_seconds(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"Expected {name} > 0 (seconds). Received: {name}={value!r}.")
+    return value
+
+
+def _communication_options(collective, bytes_per_pack, timeout_seconds):
+    """TensorFlow's `CommunicationOptions`; refuses what JAX cannot honour."""
+    if collective not in COLLECTIVES:
+        raise ValueError(
+            f"Expected `collective` in {COLLECTIVES}. Received: "
+            f"collective={collective!r}."
+        )
+    if (
+        isinstance(bytes_per_pack, bool)
+        or not isinstance(bytes_per_pack, int)
+        or bytes_per_pack < 0
+    ):
+        raise ValueError(
+            "Expected an integer `bytes_per_pack` >= 0 (0: TensorFlow decides). "
+            f"Received: bytes_per_pack={bytes_per_pack!r}."
+        )
+    if timeout_seconds is not None:
+        _positive_seconds("collective_timeout_seconds", timeout_seconds)
+    if keras.backend.backend() == "jax":
+        if (collective, bytes_per_pack, timeout_seconds) != ("auto", 0, None):
+            raise ValueError(
+                "Expected collective='auto', bytes_per_pack=0 and "
+                "collective_timeout_seconds=None on JAX, where XLA places and "
+                "packs the all-reduce itself. Received: "
+                f"collective={collective!r}, bytes_per_pack={bytes_per_pack}, "
+                f"collective_timeout_seconds={timeout_seconds}. Use the "
+                "TensorFlow backend to choose them."
+            )
+        return None
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=bytes_per_pack,
+        timeout_seconds=timeout_seconds,
+        implementation={
+            "auto": implementation.AUTO,
+            "ring": implementation.RING,
+            "nccl": implementation.NCCL,
+        }[collective],
+    )
+
+
+def _multi_worker_strategy(
+    resolver, communication, start_timeout_seconds, heartbeat_timeout_seconds
+):
+    """A MultiWorkerMirroredStrategy that waits a bounded time for its peers.
+
+    The strategy's first all-reduce waits for every worker with no limit
+    by default (a wrong address hangs for ever). The limit is the class
+    attribute `_check_health_initial_timeout` (TensorFlow 2.21, no public
+    API), set for the construction only.
+    """
+    from tensorflow.python.distribute import collective_all_reduce_strategy
+
+    _configure_tf_coordination(
+        resolver, start_timeout_seconds, heartbeat_timeout_seconds
+    )
+    extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
+    default = extended._check_health_initial_timeout
+    extended._check_health_initial_timeout = start_timeout_seconds
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver, communication_options=communication
+        )
+    except (RuntimeError, tf.errors.DeadlineExceededError) as e:
+        # The registration barrier times out first; the first all-reduce's
+        # wait after it.
+        if isinstance(e, RuntimeError) and "Timeout waiting" not in str(e):
+            raise
+        workers = resolver.cluster_spec().as_dict()
+        raise ValueError(
+            f"Expected every process of the cluster {workers} to start within "
+            f"start_timeout_seconds={start_timeout_seconds}. Received: no answer "
+            "from at least one of them. Check that every process was started "
+            "with the same cluster and that the addresses are reachable."
+        ) from e
+    finally:
+        extended._check_health_initial_timeout = default
+
+
+def _configure_tf_coordination(
+    resolver, start_timeout_seconds, heartbeat_timeout_seconds
+):
+    """Bounds how long TensorFlow's processes wait for each other.
+
+    MultiWorkerMirroredStrategy starts TensorFlow's coordination service
+    with no limit on the wait for the other tasks (a wrong address hangs
+    for ever), and no public API sets one. The strategy keeps a service
+    configured before it is made, so this configures it as the strategy
+    would (TensorFlow 2.21's `CollectiveAllReduceExtended`), with the two
+    time-outs.
+    """
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = resolver.cluster_spec()
+    if (
+        not spec.jobs
+        or resolver.task_type not in ("chief", "worker")
+        or context.context().coordination_service is not None
+    ):
+        return
+    spec = multi_worker_util.normalize_cluster_spec(spec)
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(
+                name=job, num_tasks=spec.num_tasks(job)
+            )
+            for job in ("chief", "worker")
+            if job in spec.jobs
+        ],
+        cluster_register_timeout_in_ms=int(start_timeout_seconds * 1000),
+        heartbeat_timeout_in_ms=int(heartbeat_timeout_seconds * 1000),
+    )
+    # Registration waits for every task, so the time-out bounds the start.
+    context.context().coordination_service.cluster_register_with_barrier = True
+
+
+def cluster_processes():
+    """How many processes the environment says the run has (1 if it says none).
+
+    TensorFlow reads `TF_CONFIG` (its cluster's tasks, evaluators left out);
+    JAX, through `keras.distribution.initialize()`,
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` or the addresses in
+    `KERAS_DISTRIBUTION_JOB_ADDRESSES`. Without those, a Slurm job's
+    `SLURM_NTASKS` (TensorFlow's `SlurmClusterResolver` and
+    `jax.distributed.initialize()` read the rest of the job themselves).
+
+    Returns:
+        An int.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.cluster_processes()  # no cluster variables set
+    1
+    """
+    if keras.backend.backend() == "jax":
+        count = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+        if count:
+            return int(count)
+        addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES", "")
+        if addresses:
+            return len([a for a in addresses.split(",") if a])
+        return _slurm_tasks()
+    if "TF_CONFIG" not in os.environ:
+        return _slurm_tasks()
+    try:
+        cluster = json.loads(os.environ["TF_CONFIG"]).get("cluster", {})
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            'Expected TF_CONFIG to be JSON such as {"cluster": {"worker": '
+            '["host1:port", "host2:port"]}, "task": {"type": "worker", '
+            f'"index": 0}}}}. Received: TF_CONFIG={os.environ["TF_CONFIG"]!r} '
+            f"({e})."
+        ) from e
+    return _training_tasks(cluster)
+
+
+def _training_tasks(cluster):
+    """Tasks of a cluster dict that train (evaluators do not), at least 1."""
+    return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
+
+
+def _slurm_tasks():
+    if "SLURM_JOB_ID" not in os.environ:
+        return 1
+    return int(os.environ.get("SLURM_NTASKS", "1"))
+
+
+def process_count(strategy=None):
+    """How many processes train together under `strategy`.
+
+    Args:
+        strategy: The strategy (default: the current one). On JAX, the
+            processes of `jax.distributed` (1 when it was not started).
+
+    Returns:
+        An int: 1 unless several processes share the run.
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_count()
+    strategy = strategy or tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    return _training_tasks(strategy.cluster_resolver.cluster_spec().as_dict())
+
+
+def check_same_settings(settings, strategy=None):
+    """Refuses a multi-process run whose processes were given different settings.
+
+    Each process hashes its settings and the hashes are gathered from every
+    process on the backend's own collectives (`strategy.gather`;
+    `multihost_utils.process_allgather` on JAX); they must all agree. A run
+    of one process returns at once.
+
+    Args:
+        settings: A JSON-serializable dict (a `TrainConfig.to_dict()`).
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        None.
+
+    Raises:
+        ValueError: When the processes' settings differ.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.check_same_settings({"batch_size": 64})  # one process
+    """
+    if process_count(strategy) == 1:
+        return
+    text = json.dumps(settings, sort_keys=True, default=str)
+    digest = int(hashlib.sha256(text.encode()).hexdigest()[:7], 16)  # < 2**31
+    low, high = _min_max_over_processes(digest, strategy)
+    if low != high:
+        raise ValueError(
+            "Expected every process of the run to have the same settings. "
+            f"Received: different settings on different processes (this "
+            f"process's settings hash to {digest:07x}; others differ). Start "
+            "every process with the same command and preset (batch size, seed, "
+            "...); only the cluster variables may differ."
+        )
+
+
+def chief_values(values, strategy=None):
+    """The chief's (process 0's) values of a dict of floats, in every process.
+
+    A figure each process computes for itself (a quality score, from its
+    own copy of the generator and of the metric classifier) can differ in
+    its last bits between processes, and a decision taken on it (stop at a
+    target, keep the best epoch) must be the same in all of them, or the
+    processes part ways and wait on each other for ever. Every process
+    takes the chief's numbers, bit for bit (gathered on the backend's own
+    collectives, as `check_same_settings`). A run of one process returns
+    its own values at once.
+
+    Args:
+        values: A dict of names to floats; every process passes the same
+            names.
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        A dict with the same names and the chief's values, as floats.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.chief_values({"fcd": 12.5})  # one process
+    {'fcd': 12.5}
+    """
+    values = {name: float(value) for name, value in values.items()}
+    if process_count(strategy) == 1:
+        return values
+    names = sorted(values)
+    # Each float64 as two int32s: the collectives carry them exactly (JAX
+    # without x64 would round float64 to float32).
+    bits = np.array([values[name] for name in names], "float64").view("int32")
+    chief = np.ascontiguousarray(_gathered(bits, strategy)[0]).view("float64")
+    return dict(zip(names, map(float, chief), strict=True))
+
+
+def _min_max_over_processes(value, strategy):
+    values = _gathered(np.array([value], "int32"), strategy)
+    return int(values.min()), int(values.max())
+
+
+def _gathered(row, strategy):
+    """Every process's int32 `row`, stacked in process order (the chief's
+    first; on TensorFlow one row per replica), on the backend's collectives."""
+    if keras.backend.backend() == "jax":
+        from jax.experimental import multihost_utils
+
+        rows = multihost_utils.process_allgather(row[None])
+    else:
+        strategy = strategy or tf.distribute.get_strategy()
+        local = strategy.run(lambda: tf.constant(row[None], tf.int32))
+        rows = strategy.gather(local, axis=0).numpy()
+    return np.asarray(rows).reshape(-1, row.size)
+
+
+def _start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds):
+    """`jax.distributed.initialize` from Keras's variables, with time-outs.
+
+    `keras.distribution.initialize()` reads the same variables but passes
+    no time-outs: JAX's defaults wait 300 s for the other processes and
+    declare a lost one after 100 s of silence, which a process blocked in
+    JAX's shutdown barrier waits out. Without the variables, JAX detects
+    the cluster itself (Cloud TPU pods, Slurm).
+    """
+    import jax
+
+    if jax.distributed.is_initialized():
+        return
+    addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES") or None
+    count = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    index = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID")
+    coordinator = addresses.split(",")[0] if addresses else None
+    if coordinator and index and int(index) > 0:
+        # JAX's client aborts the process (SIGABRT, no Python error) when the
+        # coordinator never answers: wait for its port here instead.
+        _wait_for_address(coordinator, start_timeout_seconds)
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=int(count) if count else None,
+        process_id=int(index) if index else None,
+        initialization_timeout=int(start_timeout_seconds),
+        heartbeat_timeout_seconds=int(heartbeat_timeout_seconds),
+        shutdown_timeout_seconds=int(heartbeat_timeout_seconds),
+    )
+
+
+def _wait_for_address(address, timeout_seconds):
+    """Waits until something listens at `host:port`; a ValueError after the time-out."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ValueError(
+                    f"Expected the coordinator (process 0) at {address} to "
+                    f"answer within start_timeout_seconds={timeout_seconds}. "
+                    f"Received: {e}. Check KERAS_DISTRIBUTION_JOB_ADDRESSES "
+                    "(its first address is the coordinator's) and that process "
+                    "0 was started."
+                ) from e
+            time.sleep(0.5)
+
+
+def is_chief(strategy=None):
+    """Returns True on the worker that should write files (logs, images).
+
+    Args:
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        A bool: False only on the non-chief workers of a multi-worker run.
+    """
+    if keras.backend.backend() == "tensorflow":
+        strategy = strategy or tf.distribute.get_strategy()
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            task_type = strategy.cluster_resolver.task_type
+            if task_type not in (None, "chief", "worker"):
+                return False
+    return process_index(strategy) == 0
+
+
+def process_index(strategy=None):
+    """This process's index among the processes of a run (the chief's is 0).
+
+    Args:
+        strategy: The strategy (default: the current one). On JAX, the
+            index of `jax.distributed`.
+
+    Returns:
+        An int: 0 for the chief and for a run of one process; the workers
+        after it (a TensorFlow cluster with a "chief" task numbers its
+        workers from 1).
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index()
+    strategy = strategy or tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 0
+    resolver = strategy.cluster_resolver
+    if resolver.task_type in (None, "chief"):
+        return 0
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_id + int(has_chief)

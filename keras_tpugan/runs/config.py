@@ -1,0 +1,457 @@
+"""`TrainConfig`: every setting of a training run, validated, with presets."""
+
+import dataclasses
+
+from keras_tpugan import (
+    data,
+    distribute,
+    large_batch,
+    losses,
+    models,
+    penalties,
+    precision,
+)
+from keras_tpugan.augment import DiffAugment
+from keras_tpugan.data import image_files
+from keras_tpugan.runs.config_types import _is_type, _parse, _type_name
+from keras_tpugan.runs.presets import PRESETS
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The settings of one training run (see `keras_tpugan.runs.train.train`).
+
+    Frozen: derive variants with `dataclasses.replace` or `override`.
+    Every setting is checked here, once, against the allowed values of the
+    module that uses it (`data.SOURCES`, `models.NORMS`, `losses.LOSSES`,
+    ...), so the code downstream trusts it.
+
+    Example:
+
+    >>> cfg = TrainConfig.preset("smoke").override(["epochs=2"])
+    >>> cfg.epochs
+    2
+    """
+
+    # Data: a TFDS name or a folder of images, with `source` "auto" |
+    # "tfds" | "offline" (for names); the size to bring every image to (an
+    # int: square; None: the data's own, required for folders), the
+    # channels (1, 3; None: the data's), how another aspect ratio is
+    # fitted ("crop", "pad", "squash") and a random left-right mirror;
+    # `stream`: read a folder's files, or a TFDS split's, batch by batch
+    # instead of holding the images in memory (for data larger than memory).
+    dataset: str = "mnist"
+    source: str = "auto"
+    image_size: int | None = None
+    channels: int | None = None
+    resize: str = "crop"
+    xflip: bool = False
+    stream: bool = False
+    # Train a class-conditional GAN on (images, labels).
+    conditional: bool = False
+    # The split trained on, or a slice of one as TFDS writes it
+    # ("train[:10%]", "train[:1024]"; the offline subset takes them too).
+    # Folders have no splits: "train" only.
+    split: str = "train"
+    # The dataset's held-out split, evaluated after every epoch (`val_*`
+    # logs; None: no validation), a slice of one too. For the offline MNIST
+    # subset "test" is its 1,000 held-out digits. Folders have no splits:
+    # not validated.
+    validation_split: str | None = "test"
+    # Models: "dcgan" (`models.dcgan_*`) or "resnet" (`models.resnet_*`,
+    # its discriminator always spectrally normalized: d_norm="spectral"),
+    # latent size, filters of the widest layer (None: sized for the
+    # resolution, `models.default_width`: 128 at 28x28, 256 at 32x32, 512
+    # at 64x64), generator norm, discriminator norm ("none", "layer",
+    # "batch", "spectral").
+    architecture: str = "dcgan"
+    latent_dim: int = 128
+    width: int | None = None
+    norm: str = "layer"
+    d_norm: str = "none"
+    # Dropout rate after each discriminator activation (0: none), with
+    # masks keyed by seed, step and example (`KeyedDropout`).
+    d_dropout: float = 0.0
+    # Optimisation: GLOBAL batch (over all replicas), epochs, Adam settings.
+    batch_size: int = 256
+    epochs: int = 30
+    learning_rate: float = 2e-4
+    beta_1: float = 0.5
+    beta_2: float = 0.999
+    # The discriminator's own rate and betas (None: the generator's), for
+    # the two time-scale update rule; scaled with the batch like those.
+    d_learning_rate: float | None = None
+    d_beta_1: float | None = None
+    d_beta_2: float | None = None
+    # Optimizer of both networks: "adam", "lars" (its rate multiplies the
+    # layer-wise trust ratio: values near 1 are usual) or "lamb"; and epochs
+    # of linear learning-rate warm-up.
+    optimizer: str = "adam"
+    warmup_epochs: int = 0
+    # Scale learning_rate with batch_size: "none", "linear", "sqrt" or
+    # "sqrt-adam" (also Adam's beta_2 and epsilon), from base_batch_size
+    # (the batch size learning_rate is meant for).
+    lr_scaling: str = "none"
+    base_batch_size: int = 64
+    # Adversarial loss, gradient penalty (None, "wgan-gp", "r1"), n_critic.
+    loss: str = "non_saturating"
+    gradient_penalty: str | None = None
+    penalty_weight: float | None = None
+    discriminator_steps: int = 1
+    # "alternating" (D, then G on fresh latents) or "simultaneous" (both
+    # from one generator forward: the TF DCGAN tutorial's step).
+    update: str = "alternating"
+    # Keep an exponential moving average of the generator (None: off):
+    # a decay per step, or a half-life in images (the same span of images
+    # at any batch size), shortened to ema_rampup x the images seen early on.
+    ema_decay: float | None = None
+    ema_halflife_images: int | None = None
+    ema_rampup: float | None = 0.05
+    # Differentiable augmentation of real and generated images ("none" or
+    # comma-separated "translation", "cutout", "color"), the probability of
+    # each, and ADA's adaptive probability aiming at a mean real-logit sign
+    # of augment_target; empty pixels get augment_background.
+    augment: str = "none"
+    augment_probability: float = 1.0
+    augment_adaptive: bool = False
+    augment_target: float = 0.6
+    augment_background: float = -1.0
+    # Speed: dtype policy ("auto": mixed_bfloat16 on TPUs and on GPUs and
+    # CPUs with native bfloat16, float32 elsewhere; `precision.resolve`),
+    # XLA (True, False or "auto": as Keras's "auto", on with a GPU or TPU
+    # and off on CPU-only machines on TensorFlow, off where synchronized
+    # batch norm meets a multi-replica MirroredStrategy; on JAX on),
+    # strategy kind ("auto", "tpu",
+    # "gpu", "cpu"), how many of this machine's GPUs or CPU devices to train
+    # on (None: all of them; not for TPUs or several processes), and
+    # training steps per compiled call (Keras's `steps_per_execution`: fewer
+    # host round trips for small batches; one device, TPUs and JAX only).
+    precision: str = "auto"
+    jit_compile: bool | str = "auto"
+    strategy: str = "auto"
+    num_replicas: int | None = None
+    steps_per_execution: int = 1
+    # The type the gradients cross the replicas in ("float32", or "bfloat16":
+    # half the bytes; see `GAN.compile`).
+    all_reduce_dtype: str = "float32"
+    # Several processes (see `distribute.get_strategy`): the all-reduce
+    # across them on TensorFlow ("auto", "ring", "nccl"), its packing in
+    # bytes (0: TensorFlow decides) and time-out (None: none); how long a process
+    # waits at start for the others, and how long one may go silent
+    # before the others stop with an error naming it.
+    collective: str = "auto"
+    collective_bytes_per_pack: int = 0
+    collective_timeout_seconds: float | None = None
+    start_timeout_seconds: float = 300.0
+    heartbeat_timeout_seconds: float = 30.0
+    # Reproducibility: seeds the weights, the latents and the shuffling.
+    seed: int = 0
+    # Outputs: images per sample grid, and a grid every N epochs; the whole
+    # GAN saved (snapshots/gan_epoch_NNNN.keras) every N epochs and at the
+    # end (0: at the end only).
+    num_samples: int = 64
+    sample_every: int = 1
+    snapshot_every: int = 10
+    # Quality metrics (FCD, classifier score, KID, precision, recall) every
+    # N epochs (0: off), on this many generated images: MNIST against the
+    # shipped classifier, other labelled data against one of its classes.
+    quality_every: int = 5
+    quality_images: int = 1000
+    # Or score every N images seen (the same points at any batch size);
+    # with a target_fcd and no quality_every_images, every quality_every
+    # epochs' worth of the dataset's images.
+    quality_every_images: int | None = None
+    # The FCD whose first reaching gives steps/images/seconds to target.
+    target_fcd: float | None = None
+
+    def strategy_options(self):
+        """The keyword arguments of `distribute.get_strategy` this config sets.
+
+        Returns:
+            A dict: `kind`, `num_replicas` and the collective and time-out
+            settings.
+        """
+        return dict(
+            kind=self.strategy,
+            num_replicas=self.num_replicas,
+            collective=self.collective,
+            bytes_per_pack=self.collective_bytes_per_pack,
+            collective_timeout_seconds=self.collective_timeout_seconds,
+            start_timeout_seconds=self.start_timeout_seconds,
+            heartbeat_timeout_seconds=self.heartbeat_timeout_seconds,
+        )
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not _is_type(value, field.type):
+                raise ValueError(
+                    f"Expected {field.name} to be {_type_name(field.type)}. "
+                    f"Received: {field.name}={value!r}."
+                )
+        checks = {
+            "source": data.SOURCES,
+            "resize": image_files.RESIZE_POLICIES,
+            "channels": (None, 1, 3),
+            "architecture": models.ARCHITECTURES,
+            "norm": models.NORMS,
+            "d_norm": models.D_NORMS,
+            "loss": tuple(losses.LOSSES),
+            "precision": precision.POLICIES,
+            "strategy": distribute.KINDS,
+            "collective": distribute.COLLECTIVES,
+            "optimizer": large_batch.OPTIMIZERS,
+            "lr_scaling": large_batch.LR_SCALINGS,
+            "gradient_penalty": (None, *penalties.PENALTIES),
+            "update": UPDATES,
+            "all_reduce_dtype": ALL_REDUCE_DTYPES,
+        }
+        for name, allowed in checks.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"Expected {name} in {allowed}. Received: "
+                    f"{name}={getattr(self, name)!r}."
+                )
+        if self.architecture == "resnet" and (
+            self.d_norm != "spectral" or self.d_dropout
+        ):
+            raise ValueError(
+                "Expected d_norm='spectral' and d_dropout=0 with "
+                "architecture='resnet' (its discriminator is spectrally "
+                f"normalized, without dropout). Received: d_norm={self.d_norm!r}, "
+                f"d_dropout={self.d_dropout}. Set d_norm=spectral."
+            )
+        if self.width is not None and self.width < 1:
+            raise ValueError(
+                f"Expected width >= 1, or None (sized for the resolution). "
+                f"Received: width={self.width}."
+            )
+        for name in (
+            "latent_dim",
+            "batch_size",
+            "epochs",
+            "discriminator_steps",
+            "num_samples",
+            "sample_every",
+            "quality_images",
+            "base_batch_size",
+            "steps_per_execution",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
+                )
+        if self.update == "simultaneous" and self.discriminator_steps != 1:
+            raise ValueError(
+                "Expected discriminator_steps=1 with update=simultaneous. "
+                f"Received: discriminator_steps={self.discriminator_steps}. "
+                "Use update=alternating for several discriminator steps."
+            )
+        if self.jit_compile not in (True, False, "auto"):
+            raise ValueError(
+                "Expected jit_compile to be true, false or auto. Received: "
+                f"jit_compile={self.jit_compile!r}."
+            )
+        for name in ("start_timeout_seconds", "heartbeat_timeout_seconds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"Expected {name} > 0. Received: {name}={getattr(self, name)}."
+                )
+        if self.collective_bytes_per_pack < 0:
+            raise ValueError(
+                "Expected collective_bytes_per_pack >= 0 (0: TensorFlow decides). "
+                f"Received: {self.collective_bytes_per_pack}."
+            )
+        if (
+            self.collective_timeout_seconds is not None
+            and self.collective_timeout_seconds <= 0
+        ):
+            raise ValueError(
+                "Expected collective_timeout_seconds > 0 or None. Received: "
+                f"{self.collective_timeout_seconds}."
+            )
+        if self.num_replicas is not None and self.num_replicas < 1:
+            raise ValueError(
+                "Expected num_replicas >= 1, or None (every device). "
+                f"Received: num_replicas={self.num_replicas}."
+            )
+        if self.image_size is not None and self.image_size < 1:
+            raise ValueError(
+                "Expected image_size >= 1 or None (the data's own size). "
+                f"Received: image_size={self.image_size}."
+            )
+        if self.warmup_epochs < 0:
+            raise ValueError(
+                f"Expected warmup_epochs >= 0. Received: {self.warmup_epochs}."
+            )
+        if self.quality_every_images is not None and self.quality_every_images < 1:
+            raise ValueError(
+                "Expected quality_every_images >= 1 or None. Received: "
+                f"{self.quality_every_images}."
+            )
+        if self.target_fcd is not None and self.target_fcd <= 0:
+            raise ValueError(
+                f"Expected target_fcd > 0 or None. Received: {self.target_fcd}."
+            )
+        if self.snapshot_every < 0:
+            raise ValueError(
+                "Expected snapshot_every >= 0 (0: a snapshot at the end only). "
+                f"Received: snapshot_every={self.snapshot_every}."
+            )
+        if self.quality_every < 0:
+            raise ValueError(
+                f"Expected quality_every >= 0. Received: {self.quality_every}."
+            )
+        if not 0.0 <= self.d_dropout < 1.0:
+            raise ValueError(
+                "Expected d_dropout in [0, 1) (0.3 is usual; 0 turns it off). "
+                f"Received: d_dropout={self.d_dropout}."
+            )
+        if self.learning_rate <= 0:
+            raise ValueError(
+                f"Expected learning_rate > 0. Received: {self.learning_rate}."
+            )
+        for name in ("beta_1", "beta_2", "d_beta_1", "d_beta_2"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"Expected {name} in [0, 1). Received: {value}.")
+        if self.d_learning_rate is not None and self.d_learning_rate <= 0:
+            raise ValueError(
+                "Expected d_learning_rate > 0 or None (the generator's). "
+                f"Received: {self.d_learning_rate}."
+            )
+        if self.ema_decay is not None and self.ema_halflife_images is not None:
+            raise ValueError(
+                "Expected one of ema_decay (per step) and ema_halflife_images "
+                f"(in images). Received: ema_decay={self.ema_decay} and "
+                f"ema_halflife_images={self.ema_halflife_images}. Drop one."
+            )
+        if self.ema_halflife_images is not None and self.ema_halflife_images <= 0:
+            raise ValueError(
+                "Expected ema_halflife_images > 0 (10000 is usual for MNIST). "
+                f"Received: ema_halflife_images={self.ema_halflife_images}."
+            )
+        if self.ema_rampup is not None and self.ema_rampup <= 0:
+            raise ValueError(
+                "Expected ema_rampup > 0 (0.05 is usual) or None (no ramp-up). "
+                f"Received: ema_rampup={self.ema_rampup}."
+            )
+        if self.augment != "none":
+            self.augmentation()  # its own checks: policy, probabilities
+        self.scaled_adam_moments("g")  # beta_2 must stay in [0, 1) scaled
+        self.scaled_adam_moments("d")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(
+                "Expected ema_decay in (0, 1) (0.999 is usual) or None (no "
+                f"average). Received: ema_decay={self.ema_decay}."
+            )
+        if self.penalty_weight is not None:
+            if self.gradient_penalty is None:
+                raise ValueError(
+                    "Expected penalty_weight only with a gradient_penalty. "
+                    f"Received: penalty_weight={self.penalty_weight} with "
+                    "gradient_penalty=None. Set gradient_penalty=wgan-gp or r1, "
+                    "or drop penalty_weight."
+                )
+            if self.penalty_weight <= 0:
+                raise ValueError(
+                    "Expected penalty_weight > 0 (10 is usual). Received: "
+                    f"penalty_weight={self.penalty_weight}."
+                )
+
+    @classmethod
+    def preset(cls, name):
+        """Returns a preset by name.
+
+        Args:
+            name: `"demo"`, `"demo-conditional"`, `"images"` (your own
+                images), `"smoke"` or `"mnist-tpu"`.
+
+        Returns:
+            A `TrainConfig`.
+        """
+        if name not in PRESETS:
+            raise ValueError(
+                f"Expected a preset in {sorted(PRESETS)}. Received: {name!r}."
+            )
+        return cls(**PRESETS[name])
+
+    def override(self, assignments):
+        """Returns a copy with `key=value` strings applied, type-checked.
+
+        Args:
+            assignments: Strings such as `"epochs=5"` or
+                `"gradient_penalty=none"`.
+
+        Returns:
+            A new `TrainConfig`.
+        """
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        changes = {}
+        for item in assignments:
+            key, sep, text = item.partition("=")
+            key = key.strip()
+            if not sep:
+                raise ValueError(f"Expected key=value. Received: {item!r}.")
+            if key not in fields:
+                raise ValueError(
+                    f"Unknown setting {key!r}. Valid settings: "
+                    f"{', '.join(sorted(fields))}."
+                )
+            changes[key] = _parse(text.strip(), fields[key].type, key)
+        return dataclasses.replace(self, **changes)
+
+    def augmentation(self):
+        """The `DiffAugment` the config describes (None for "none").
+
+        Returns:
+            A `keras_tpugan.DiffAugment` or None.
+        """
+        if self.augment == "none":
+            return None
+        return DiffAugment(
+            policy=self.augment,
+            probability=self.augment_probability,
+            adaptive=self.augment_adaptive,
+            target=self.augment_target,
+            background=self.augment_background,
+        )
+
+    def scaled_adam_moments(self, network="g"):
+        """`(beta_2, epsilon)` of a network's optimizer at `batch_size`.
+
+        Scaled from `base_batch_size` under `lr_scaling="sqrt-adam"`,
+        unchanged otherwise.
+
+        Args:
+            network: `"g"` or `"d"`.
+
+        Returns:
+            `(beta_2, epsilon)`.
+        """
+        beta_2 = self.beta_2
+        if network == "d" and self.d_beta_2 is not None:
+            beta_2 = self.d_beta_2
+        return large_batch.scaled_adam_moments(
+            beta_2, 1e-7, self.batch_size, self.base_batch_size, self.lr_scaling
+        )
+
+    @property
+    def scaled_d_learning_rate(self):
+        """`d_learning_rate` (or `learning_rate`), scaled like it."""
+        rate = self.d_learning_rate or self.learning_rate
+        return large_batch.scaled_learning_rate(
+            rate, self.batch_size, self.base_batch_size, self.lr_scaling
+        )
+
+    @property
+    def scaled_learning_rate(self):
+        """`learning_rate` scaled from `base_batch_size` to `batch_size`."""
+        return large_batch.scaled_learning_rate(
+            self.learning_rate, self.batch_size, self.base_batch_size, self.lr_scaling
+        )
+
+    def to_dict(self):
+        """Returns the settings as a JSON-ready dict."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,385 @@
+"""`train(config, workdir)`: one training run, as the CLI and notebooks do it."""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+
+import keras
+
+from keras_tpugan import callbacks, distribute
+from keras_tpugan.runs.prepared_run import build_gan, prepare
+from keras_tpugan.tf_import import tensorflow
+
+__all__ = ["build_gan", "prepare", "train"]
+logger = logging.getLogger("keras_tpugan")
+# Under the run folder: the backup BackupAndRestore writes after every epoch.
+BACKUP = "backup"
+
+
+def train(
+    config,
+    workdir,
+    strategy=None,
+    verbose="auto",
+    extra_callbacks=(),
+    resume=False,
+    time_budget_seconds=None,
+):
+    """Trains a GAN as `config` says and writes everything under `workdir`.
+
+    It validates on the config's held-out split after every epoch
+    (`val_d_loss`, `val_d_real`, ... in the history).
+
+    With `config.target_fcd` the summary gives the steps, images and
+    training seconds until the FCD first reached it (None if never), the
+    best FCD and every score with its step, images and seconds
+    (`quality_schedule`).
+
+    Writes `config.json`, `samples/epoch_*.png` and `samples/samples.gif`,
+    `history.csv`, `loss_curves.png`, `generator.keras` (the EMA generator
+    when there is one) and `summary.json` (data source, processes, replicas
+    over all processes, precision, XLA, batch, images/s, wall time, final
+    losses and quality metrics); in a multi-process run only the chief
+    writes them, and every process returns the summary. It scores FCD,
+    classifier score, KID, precision and recall every `quality_every`
+    epochs (MNIST against the shipped digit classifier, other labelled data
+    against a classifier of its own classes: `QualityMetrics.for_data`; the
+    summary's `quality_unavailable` says why when it cannot); a
+    `DivergenceGuard` stops a diverging run.
+
+    A run can be killed at any point and continued: after every epoch
+    `keras.callbacks.BackupAndRestore` saves the whole GAN (both networks,
+    both optimizers, the EMA generator, the step counter that keys the
+    latents) under `backup/`, and `resume=True` continues from the last
+    completed epoch with the weights an uninterrupted run would have. The
+    backup is removed when every epoch has run (kept when the time budget
+    stopped the run). Every `config.snapshot_every` epochs, and at the end,
+    the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
+    process; not yet with several); TensorBoard
+    logs (the logged values per epoch) go to `tensorboard/` when TensorFlow
+    is installed (its summary writer writes them; without it, one log line
+    says they are off).
+
+    Args:
+        config: A `TrainConfig`.
+        workdir: Output directory (created if missing).
+        strategy: A `tf.distribute.Strategy` or, on JAX, a
+            `keras.distribution.DataParallel` (default:
+            `distribute.get_strategy(**config.strategy_options())`).
+        verbose: Passed to `fit`.
+        extra_callbacks: More callbacks for `fit`.
+        resume: Continue the unfinished run in `workdir` (which must hold a
+            run of the same config). Without it, a `workdir` that holds an
+            unfinished run is refused.
+        time_budget_seconds: Stop at the end of the epoch in which this much
+            training time has passed (`callbacks.TimeBudget`); `resume=True`
+            continues the run later.
+
+    Returns:
+        The summary dict (also written to `summary.json`).
+
+    Example:
+
+    ```python
+    from keras_tpugan.runs.config import TrainConfig
+    from keras_tpugan.runs.train import train
+
+    summary = train(TrainConfig.preset("demo"), "runs/demo")
+    ```
+    """
+    started = time.perf_counter()
+    workdir = os.fspath(workdir)
+    _check_run_folder(config, workdir, resume)
+    run = prepare(config, strategy)
+    info, strategy = run.info, run.strategy
+    chief = distribute.is_chief(strategy)  # only the chief writes files
+    processes = distribute.process_count(strategy)
+    if time_budget_seconds is not None and processes > 1:
+        raise ValueError(
+            "Expected one process with a time budget (each process would "
+            f"read its own clock). Received: {processes} processes. Set "
+            "epochs instead."
+        )
+    if chief:
+        os.makedirs(workdir, exist_ok=True)
+        with open(os.path.join(workdir, "config.json"), "w") as f:
+            json.dump(config.to_dict(), f, indent=2)
+    gan = run.build_gan()
+    backup_dir = os.path.join(workdir, BACKUP)
+    if processes > 1:  # one backup per process: each restores its own
+        index = distribute.process_index(strategy)
+        backup_dir = os.path.join(backup_dir, f"process_{index}")
+    backup = keras.callbacks.BackupAndRestore(
+        backup_dir, double_checkpoint=True, delete_checkpoint=False
+    )
+    budget = (
+        None
+        if time_budget_seconds is None
+        else callbacks.TimeBudget(time_budget_seconds)
+    )
+    files = []
+    if chief and _tensorboard_available():
+        files = [
+            keras.callbacks.TensorBoard(
+                os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
+            )
+        ]
+    # Every process saves each snapshot (the others into a folder that is
+    # then deleted): saving reads the variables, which on JAX with several
+    # processes is a step every process must take, as TensorFlow's
+    # multi-worker checkpoints are written by all of them.
+    files.append(
+        _Snapshots(
+            os.path.join(workdir, "snapshots"), config.snapshot_every, chief=chief
+        )
+    )
+    speed = callbacks.Throughput(global_batch_size=config.batch_size)
+    guard = callbacks.DivergenceGuard()
+    scoring = []
+    unavailable = _quality_unavailable(config, info)
+    if unavailable and config.quality_every:
+        logger.warning("quality figures: %s.", unavailable)
+    elif config.quality_every:
+        quality = callbacks.QualityMetrics.for_data(
+            config.dataset,
+            source=config.source,
+            image_size=config.image_size,
+            channels=config.channels,
+            resize=config.resize,
+            every_n_epochs=config.quality_every,
+            num_images=config.quality_images,
+            seed=config.seed,
+            stream=config.stream,
+            every_n_images=_quality_every_images(config, info),
+            global_batch_size=config.batch_size,
+        )
+        record = quality.classifier_record
+        if record is not None:
+            logger.warning(
+                "quality figures: FCD, classifier score, KID, precision and "
+                "recall on a classifier of the run's %d classes (test "
+                "accuracy %.3f), against %d of its images (floor: %d held-out "
+                "ones).",
+                record["num_classes"],
+                record["test_accuracy"],
+                record["real_images"],
+                record["held_out_images"],
+            )
+        scoring = [quality]
+    fit_started = time.perf_counter()
+    history = gan.fit(
+        run.dataset,
+        epochs=config.epochs,
+        verbose=verbose,
+        validation_data=run.validation,
+        callbacks=[
+            backup,
+            speed,
+            *scoring,
+            guard,
+            callbacks.SampleGrid(
+                os.path.join(workdir, "samples"),
+                every_n_epochs=config.sample_every,
+                num_images=config.num_samples,
+                seed=config.seed,
+            ),
+            callbacks.LossCurves(workdir),
+            *files,
+            *([budget] if budget else []),
+            *extra_callbacks,
+        ],
+    )
+    train_seconds = time.perf_counter() - fit_started
+    stopped_by_budget = budget is not None and budget.stopped_epoch is not None
+    if not stopped_by_budget:  # finished: nothing left to resume
+        shutil.rmtree(backup_dir, ignore_errors=True)
+        if chief:
+            shutil.rmtree(os.path.join(workdir, BACKUP), ignore_errors=True)
+    if chief:
+        generator = gan.ema_generator or gan.generator
+        generator.save(os.path.join(workdir, "generator.keras"))
+    summary = {
+        "data_source": info["source"],
+        "dataset": config.dataset,
+        "num_examples": info["num_examples"],
+        "data_streamed": info["streamed"],
+        "data_memory_bytes": info["memory_bytes"],
+        "validation_split": config.validation_split if run.validation else None,
+        "strategy": distribute.strategy_name(strategy),
+        "backend": keras.backend.backend(),
+        "processes": distribute.process_count(strategy),
+        "replicas": run.replicas,  # over all processes
+        # The policy in force ("auto" resolved) and the setting asked for.
+        "precision": keras.mixed_precision.global_policy().name,
+        "precision_setting": config.precision,
+        "xla": gan.xla,
+        "flat_all_reduce": gan.flat_all_reduce,
+        "all_reduce_dtype": config.all_reduce_dtype,
+        "batch_size": config.batch_size,
+        "learning_rate": config.scaled_learning_rate,
+        "epochs": config.epochs,
+        "steps_per_epoch": run.steps_per_epoch,
+        "seed": config.seed,
+        "images_per_sec": speed.mean_images_per_sec,
+        "first_epoch_seconds": speed.first_epoch_seconds,
+        "mean_epoch_seconds": speed.mean_epoch_seconds,
+        "train_seconds": train_seconds,
+        "wall_seconds": time.perf_counter() - started,
+        "ema_decay": config.ema_decay,
+        "ema_halflife_images": config.ema_halflife_images,
+        "stopped_reason": guard.stopped_reason,
+        "resumed_at_epoch": history.epoch[0] if resume and history.epoch else None,
+        "stopped_by_time_budget": stopped_by_budget,
+        # Of all the run's sessions (a resumed one counts on from the backup).
+        "epochs_completed": history.epoch[-1] + 1 if history.epoch else None,
+        "final": {k: float(v[-1]) for k, v in history.history.items() if v},
+        "image_shape": list(info["image_shape"]),
+        "quality_unavailable": unavailable,
+        **_time_to_target(config, scoring),
+    }
+    if chief:
+        with open(os.path.join(workdir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+    return summary
+
+
+def _check_run_folder(config, workdir, resume):
+    """Refuses to overwrite an unfinished run, or to resume a missing one."""
+    backup = os.path.join(workdir, BACKUP)
+    saved = os.path.join(workdir, "config.json")
+    if not resume:
+        if os.path.isdir(backup):
+            raise ValueError(
+                f"Expected a new run folder. Received: {workdir!r}, which "
+                "holds an unfinished run (its backup). Add --resume "
+                "(resume=True) to continue it, or train into another folder."
+            )
+        return
+    if not os.path.isfile(saved):
+        raise ValueError(
+            f"Expected a run folder to resume (one holding config.json). "
+            f"Received: {workdir!r}, which holds no run. Start the run "
+            "without --resume."
+        )
+    with open(saved) as f:
+        previous = json.load(f)
+    # A setting added since the run started took its default then.
+    defaults = json.loads(json.dumps(type(config)().to_dict()))
+    previous = {**defaults, **previous}
+    current = json.loads(json.dumps(config.to_dict()))
+    differ = sorted(
+        k for k in {*previous, *current} if previous.get(k) != current.get(k)
+    )
+    if differ:
+        changes = ", ".join(
+            f"{k}={previous.get(k)!r} -> {current.get(k)!r}" for k in differ
+        )
+        raise ValueError(
+            f"Expected the settings of the run in {workdir!r} to resume it. "
+            f"Received: other settings ({changes}). Resume with the command "
+            "that started it, or train into another folder."
+        )
+    if not os.path.isdir(backup):
+        raise ValueError(
+            f"Expected an unfinished run to resume. Received: {workdir!r}, "
+            "whose run has no backup (it finished, or was stopped before its "
+            "first epoch ended). Start a new run, or train into another folder."
+        )
+
+
+class _Snapshots(keras.callbacks.Callback):
+    """Saves the whole GAN every `every` epochs and after the last one.
+
+    Every process of a run saves; only the chief's files are kept (the
+    others write into a temporary folder that is deleted).
+    """
+
+    def __init__(self, directory, every, chief=True):
+        super().__init__()
+        self.directory = directory
+        self.every = every
+        self.chief = chief
+
+    def on_train_begin(self, logs=None):
+        self._done = self._saved = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._done = epoch + 1
+        if self.every and self._done % self.every == 0:
+            self._save(self._done)
+
+    def on_train_end(self, logs=None):
+        if self._done is not None and self._done != self._saved:
+            self._save(self._done)
+
+    def _save(self, epoch):
+        name = f"gan_epoch_{epoch:04d}.keras"
+        if self.chief:
+            os.makedirs(self.directory, exist_ok=True)
+            self.model.save(os.path.join(self.directory, name))
+        else:
+            with tempfile.TemporaryDirectory() as scratch:
+                self.model.save(os.path.join(scratch, name))
+        self._saved = epoch
+
+
+def _quality_unavailable(config, info):
+    """Why the run gets no quality figures, or None when it gets them."""
+    if not config.quality_every:
+        return "off (quality_every=0)"
+    shipped = callbacks.QualityMetrics.uses_mnist_classifier(
+        config.dataset, config.image_size, config.channels
+    )
+    if shipped or (info["num_classes"] or 0) >= 2:
+        return None
+    shape = "x".join(map(str, info["image_shape"]))
+    return (
+        "FCD, classifier score, KID, precision and recall unavailable for "
+        f"{info['name']!r} ({shape} images, no labels): they need a classifier of the "
+        "data's classes, trained on its labels; FID needs the standard "
+        "Inception weights, which are not shipped"
+    )
+
+
+def _quality_every_images(config, info):
+    if config.quality_every_images or config.target_fcd is None:
+        return config.quality_every_images
+    # A schedule in images that is the same for every batch size.
+    return config.quality_every * info["num_examples"] if info["num_examples"] else None
+
+
+def _time_to_target(config, scoring):
+    """The quality schedule and the first score at or below the target."""
+    if not scoring:
+        return {}
+    quality = scoring[0]
+    fcds = [r["fcd"] for r in quality.records]
+    out = {
+        "quality_schedule": quality.records,
+        "best_fcd": min(fcds) if fcds else None,
+        "target_fcd": config.target_fcd,
+        "steps_to_target": None,
+        "images_to_target": None,
+        "seconds_to_target": None,
+    }
+    reached = (
+        None if config.target_fcd is None else quality.first_reaching(config.target_fcd)
+    )
+    if reached is not None:
+        out["steps_to_target"] = reached["step"]
+        out["images_to_target"] = reached["images"]
+        out["seconds_to_target"] = reached["seconds"]
+    return out
+
+
+def _tensorboard_available():
+    """Whether Keras's TensorBoard callback can write (it needs TensorFlow)."""
+    try:
+        tensorflow("TensorBoard logs")
+    except ImportError as e:
+        logger.warning("TensorBoard logs: off. %s", e)
+        return False
+    return True
