@@ -17,7 +17,7 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-from keras_tpugan.bench import accelerator as accelerator_bench  # noqa: E402
+from keras_tpugan.bench import accelerator  # noqa: E402
 
 
 def main():
@@ -26,7 +26,7 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="about a minute on a CPU")
     parser.add_argument("--budget-seconds", type=float, default=480.0)
     args = parser.parse_args()
-    accelerator_bench.run_benchmark(
+    accelerator.run_benchmark(
         args.out, smoke=args.smoke, budget_seconds=args.budget_seconds
     )
 

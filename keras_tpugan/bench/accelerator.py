@@ -7,7 +7,7 @@ has a share of (`BUDGET_SHARES`), in this order:
 1. **Throughput.** For the demo DCGAN (28x28x1) and a 64x64 RGB DCGAN,
    float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256 and 512:
    images/s, and model FLOP utilisation: the FLOPs of a training step
-   counted from the networks' layers (`bench.forward_flops`: 4 G + 8 D
+   counted from the networks' layers (`throughput.forward_flops`: 4 G + 8 D
    forward FLOPs per image, a lower bound) per second, against the chip's
    dense bf16 peak (`CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
    known) and against a large bf16 matmul measured in the same run. Each
@@ -41,7 +41,7 @@ import keras
 import numpy as np
 
 from keras_tpugan import distribute
-from keras_tpugan.bench import throughput as bench
+from keras_tpugan.bench import throughput
 from keras_tpugan.data.epoch_batches import EpochBatches
 from keras_tpugan.runs import results
 from keras_tpugan.runs.config import TrainConfig
@@ -182,7 +182,7 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     devices = jax.devices()
     kind = devices[0].device_kind
     peak = chip_peak_tflops(kind)
-    matmul = bench.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
+    matmul = throughput.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
     header = [
         f"devices: {len(devices)} x {kind} ({devices[0].platform}); JAX "
         f"{jax.__version__}, Keras {keras.__version__}, Python "
@@ -237,7 +237,7 @@ def _one_batch_gan(model, policy, batch_size, strategy, smoke, spe=1):
     with strategy.scope():
         gan = build_gan(config, spec["image_shape"])
     images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *spec["image_shape"]))
-    return gan, bench.RepeatedBatch(images.astype("float32"))
+    return gan, throughput.RepeatedBatch(images.astype("float32"))
 
 
 def _timed(gan, ds, steps, repeats, min_seconds=0.0):
@@ -274,7 +274,7 @@ def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
         repeats=1 if smoke else 3,
         min_seconds=0.0 if smoke else MIN_TIMED_SECONDS,
     )
-    flops = 4 * bench.forward_flops(gan.generator) + 8 * bench.forward_flops(
+    flops = 4 * throughput.forward_flops(gan.generator) + 8 * throughput.forward_flops(
         gan.discriminator
     )
     achieved = rate * flops

@@ -36,8 +36,7 @@ import numpy as np
 from keras import ops
 
 from keras_tpugan import distribute, models
-from keras_tpugan.bench import tables
-from keras_tpugan.bench import throughput as bench
+from keras_tpugan.bench import tables, throughput
 from keras_tpugan.runs import results
 from keras_tpugan.runs.config import TrainConfig
 from keras_tpugan.tf_import import tf
@@ -330,7 +329,7 @@ def _build(kind, policy, xla, spe, update, batch, images, norm, width):
     """A warmed-up runner of one mode (traced and compiled)."""
     keras.config.set_dtype_policy(policy)
     if keras.backend.backend() == "jax":  # no TensorFlow needed
-        dataset = bench.RepeatedBatch(images)
+        dataset = throughput.RepeatedBatch(images)
         iterator = itertools.repeat(ops.convert_to_tensor(images))
     else:
         dataset = tf.data.Dataset.from_tensors(images).cache().repeat()
@@ -355,7 +354,7 @@ def _build(kind, policy, xla, spe, update, batch, images, norm, width):
             steps_per_execution=spe,
         )
         one_device = distribute.get_strategy("auto", num_replicas=1)
-        runner = _FitRunner(*bench.gan_on_one_batch(config, one_device))
+        runner = _FitRunner(*throughput.gan_on_one_batch(config, one_device))
     for _ in range(2):  # trace and compile
         runner.run(iterator, max(2, spe))
     keras.config.set_dtype_policy("float32")
@@ -397,7 +396,7 @@ def peers_table(
     """
     printer = printer or (lambda line: None)
     chosen = chosen_modes(modes)
-    printer(f"device: {bench._device_and_versions()}, Keras {keras.__version__}")
+    printer(f"device: {throughput._device_and_versions()}, Keras {keras.__version__}")
     rows = []
     for batch in batch_sizes:
         images = noise_batch(batch)

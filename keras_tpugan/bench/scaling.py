@@ -207,14 +207,14 @@ def _measure_this_process(settings):
     import numpy as np
 
     from keras_tpugan import distribute
-    from keras_tpugan.bench import throughput as bench
+    from keras_tpugan.bench import throughput
 
     strategy = distribute.get_strategy(
         "cpu" if settings["independent"] else "auto",
         collective=settings["collective"],
         bytes_per_pack=settings["bytes_per_pack"],
     )
-    gan, ds = bench.compiled_gan_on_one_batch(
+    gan, ds = throughput.compiled_gan_on_one_batch(
         settings["precision"],
         settings["jit_compile"],
         settings["batch_size"],

@@ -7,7 +7,7 @@ from keras_tpugan.runs.results import fmt, markdown_table
 
 
 def read_throughput_csv(path):
-    """Reads the CSV that `bench.throughput_matrix` writes, typed back.
+    """Reads the CSV that `throughput.throughput_matrix` writes, typed back.
 
     Args:
         path: The CSV file.

@@ -122,13 +122,13 @@ _XLA = {"on": True, "off": False, "auto": "auto"}
 
 
 def _bench(args):
-    from keras_tpugan.bench import throughput as bench
+    from keras_tpugan.bench import throughput
 
     if args.accelerator:
-        from keras_tpugan.bench import accelerator as accelerator_bench
+        from keras_tpugan.bench import accelerator
 
         out = args.out or os.path.join("runs", "accelerator")
-        accelerator_bench.run_benchmark(
+        accelerator.run_benchmark(
             out, smoke=args.smoke, budget_seconds=args.budget_seconds
         )
         print(f"keras-tpugan: wrote {out}/accelerator.csv and accelerator.md")
@@ -159,9 +159,9 @@ def _bench(args):
         csv_path=args.csv,
     )
     if args.backend and len(args.backend) > 1:
-        bench.throughput_across_backends(args.backend, **kwargs)
+        throughput.throughput_across_backends(args.backend, **kwargs)
     else:
-        bench.throughput_matrix(**kwargs)
+        throughput.throughput_matrix(**kwargs)
     if args.csv:
         print(f"keras-tpugan: wrote {args.csv}")
     return 0

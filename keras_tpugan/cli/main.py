@@ -3,7 +3,7 @@
 Each subcommand parses its arguments into a `TrainConfig` (or typed
 arguments) and calls one importable function (`train.train`,
 `sweep.run_sweep`, `search.search_batch_size`, `sample.sample_grid`,
-`bench.throughput_matrix`), which notebooks call too. Errors are one line.
+`throughput.throughput_matrix`), which notebooks call too. Errors are one line.
 The subcommands' parsers and handlers live by group: `cli.run` (train,
 sample), `cli.study` (sweep, tune), `cli.bench` and `cli.launch`; what they
 share in `cli.arguments`.
