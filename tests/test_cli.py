@@ -1,3 +1,4 @@
+import argparse
 import csv
 import json
 import os
@@ -14,6 +15,7 @@ import tensorflow as tf
 from conftest import colour_folder, subprocess_env
 from PIL import Image
 
+import keras_tpugan as ktg
 from keras_tpugan import precision
 from keras_tpugan.cli import main as cli
 
@@ -265,6 +267,36 @@ def test_every_subcommand_has_help_with_an_example(command, capsys):
     text = capsys.readouterr().out
     assert "examples:" in text and f"keras-tpugan {command} " in text
     assert "--verbose" in text
+
+
+def test_every_flag_of_every_subcommand_says_what_it_is_for():
+    subcommands = next(
+        action
+        for action in cli._parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    assert set(subcommands.choices) == {
+        "train",
+        "sweep",
+        "tune",
+        "sample",
+        "bench",
+        "launch",
+    }
+    silent = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in subcommands.choices.items()
+        for action in parser._actions
+        if action.option_strings and not action.help
+    ]
+    assert silent == []
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"keras-tpugan {ktg.__version__}\n"
 
 
 def test_the_command_runs_quietly_unless_verbose():

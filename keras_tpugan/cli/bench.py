@@ -37,12 +37,19 @@ def add_parsers(command):
         default=None,
         help="default: 64 128 256 (with --peers: 16 64 128 512)",
     )
-    bench.add_argument("--replicas", type=int, nargs="+", default=[1])
+    bench.add_argument(
+        "--replicas",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="replica counts to measure (default 1)",
+    )
     bench.add_argument(
         "--precisions",
         nargs="+",
         default=["float32", "mixed_bfloat16"],
         choices=POLICIES,
+        help="dtype policies to measure (default: float32 mixed_bfloat16)",
     )
     bench.add_argument(
         "--xla",

@@ -26,7 +26,9 @@ def add_parsers(command):
         "KERAS_DISTRIBUTION_*), stream their output prefixed by rank, and fail "
         "when any process fails, naming it.",
     )
-    launch.add_argument("--processes", type=int, required=True)
+    launch.add_argument(
+        "--processes", type=int, required=True, help="processes to start (N)"
+    )
     launch.add_argument(
         "--grace-seconds",
         type=float,

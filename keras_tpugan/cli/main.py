@@ -17,6 +17,7 @@ import os
 import sys
 import warnings
 
+from keras_tpugan import __version__
 from keras_tpugan.cli import bench as bench_commands
 from keras_tpugan.cli import launch as launch_commands
 from keras_tpugan.cli import run as run_commands
@@ -38,6 +39,9 @@ def _parser():
     parser = argparse.ArgumentParser(
         prog="keras-tpugan",
         description="Train GANs with Keras on TPUs, GPUs and CPUs.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"keras-tpugan {__version__}"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -75,9 +75,20 @@ def add_parsers(command):
         "Load a generator (a run directory or a .keras file) and write a PNG grid.",
     )
     sample.add_argument("--model", required=True, help="run directory or .keras file")
-    sample.add_argument("--num", type=int, default=64)
-    sample.add_argument("--labels", type=int, nargs="+", default=None)
-    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument(
+        "--num", type=int, default=64, help="images in the grid (default 64)"
+    )
+    sample.add_argument(
+        "--labels",
+        type=int,
+        nargs="+",
+        default=None,
+        help="class ids of a conditional generator's images (default: 0, 1, ... "
+        "in turn)",
+    )
+    sample.add_argument(
+        "--seed", type=int, default=0, help="seed of the latents (default 0)"
+    )
     sample.add_argument("--out", required=True, help="output PNG")
 
 

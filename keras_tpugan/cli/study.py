@@ -43,7 +43,13 @@ def add_parsers(command):
         "per combination of settings and seed, and write results.csv/json/md "
         "and plots under --out.",
     )
-    sweep.add_argument("--batch-sizes", type=int, nargs="+", default=None)
+    sweep.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the global batch sizes of the study, one run each (or --grid)",
+    )
     sweep.add_argument(
         "--grid",
         action="append",
@@ -80,9 +86,17 @@ def add_parsers(command):
         "images and seconds to reach this FCD",
     )
     sweep.add_argument("--preset", default=None, help=PRESET_HELP)
-    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the preset (repeatable)",
+    )
     add_data_arguments(sweep)
-    sweep.add_argument("--out", required=True)
+    sweep.add_argument(
+        "--out", required=True, help="folder for the runs and results.csv/md/json"
+    )
 
     tune = command(
         "tune",
@@ -90,7 +104,13 @@ def add_parsers(command):
         "Search batch sizes (and any settings, --space) with a budget in images "
         "seen; writes results.csv/md/json and quality_vs_time.png under --out.",
     )
-    tune.add_argument("--batch-sizes", type=int, nargs="+", required=True)
+    tune.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        required=True,
+        help="the global batch sizes to search",
+    )
     tune.add_argument(
         "--learning-rates",
         type=float,
@@ -137,12 +157,32 @@ def add_parsers(command):
         default=4,
         help="FCD measurements per trial, evenly spread over the budget",
     )
-    tune.add_argument("--target-fcd", type=float, default=50.0)
-    tune.add_argument("--max-trials", type=int, default=None)
+    tune.add_argument(
+        "--target-fcd",
+        type=float,
+        default=50.0,
+        help="the FCD that time_to_fcd and steps_to_fcd count to (default 50, "
+        "set for MNIST's metric classifier: choose one for other data)",
+    )
+    tune.add_argument(
+        "--max-trials",
+        type=int,
+        default=None,
+        help="trials of the grid, random and bayesian tuners (default: as many "
+        "as there are combinations; hyperband sets its own)",
+    )
     tune.add_argument("--preset", default=None, help=PRESET_HELP)
-    tune.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    tune.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the preset (repeatable)",
+    )
     add_data_arguments(tune)
-    tune.add_argument("--out", required=True)
+    tune.add_argument(
+        "--out", required=True, help="folder for the trials and results.csv/md/json"
+    )
 
 
 def _sweep(args):
