@@ -147,7 +147,7 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     strategy = distribute.get_strategy("cpu", num_replicas=2)
     ds = tf.data.Dataset.range(8).batch(4, drop_remainder=True)
     # What `shard_over_processes` returns with several processes.
-    distributed = iterators._deleting_iterators_aside(
+    distributed = iterators.deleting_iterators_aside(
         strategy.experimental_distribute_dataset(ds)
     )
     assert isinstance(distributed, tf.distribute.DistributedDataset)

@@ -6,7 +6,7 @@ import os
 from keras_tpugan.tf_import import is_dataset
 
 
-def _check_labels(labels, labelled, info):
+def check_labels(labels, labelled, info):
     if labels and not labelled:
         raise ValueError(
             f"Expected labelled data with labels=True. Received: {info['name']!r} "
@@ -21,7 +21,7 @@ def _check_labels(labels, labelled, info):
         )
 
 
-def _check_batch_size(batch_size, n, info):
+def check_batch_size(batch_size, n, info):
     if n < batch_size:
         raise ValueError(
             f"Expected batch_size <= the {n} images of {info['name']!r} "
@@ -31,7 +31,7 @@ def _check_batch_size(batch_size, n, info):
         )
 
 
-def _describe(data):
+def describe(data):
     """A short description of `data` for error messages."""
     if isinstance(data, str) and os.path.isdir(data):
         return f"the folder {data!r}"
@@ -42,7 +42,7 @@ def _describe(data):
     return f"a {type(data).__name__}"
 
 
-def _info(source, name, class_ids, class_names=None, num_classes=None):
+def info_dict(source, name, class_ids, class_names=None, num_classes=None):
     if class_ids is not None and num_classes is None:
         num_classes = len(class_names) if class_names else int(class_ids.max()) + 1
     return {

@@ -44,8 +44,8 @@ def set_epoch(epoch):
             "load_images dataset of the process.)"
         )
     _EPOCH[0] = int(epoch)
-    if _epoch_variable.cache_info().currsize:  # a tf.data pipeline reads it
-        _epoch_variable().assign(_EPOCH[0])
+    if epoch_variable.cache_info().currsize:  # a tf.data pipeline reads it
+        epoch_variable().assign(_EPOCH[0])
 
 
 def current_epoch():
@@ -58,7 +58,7 @@ def current_epoch():
 
 
 @functools.cache
-def _epoch_variable():
+def epoch_variable():
     # The epoch inside tf.data pipelines: one variable per process, created
     # by the first pipeline (creating it at import would start TensorFlow
     # before a caller can split the CPU into logical devices), then kept

@@ -14,11 +14,11 @@ import weakref
 import numpy as np
 
 from keras_tpugan.data import image_files
-from keras_tpugan.data.checks import _check_batch_size, _check_labels, _describe, _info
+from keras_tpugan.data.checks import check_batch_size, check_labels, describe, info_dict
 from keras_tpugan.data.epoch_batches import scaled, underlying
 from keras_tpugan.data.mnist import offline_mnist
-from keras_tpugan.data.tf_batches import _epoch_batches
-from keras_tpugan.data.tfds import _from_tfds, _resolved_source, _streamed_tfds
+from keras_tpugan.data.tf_batches import tf_epoch_batches
+from keras_tpugan.data.tfds import from_tfds, resolved_source, streamed_tfds
 from keras_tpugan.tf_import import is_dataset, tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -128,7 +128,7 @@ def load_images(
             f"batch_size={batch_size!r}."
         )
     if stream and isinstance(data, str) and not os.path.isdir(data):
-        ds, info = _streamed_tfds(
+        ds, info = streamed_tfds(
             data,
             split=split,
             source=source,
@@ -158,9 +158,9 @@ def load_images(
         data_dir=data_dir,
         stream=stream,
     )
-    _check_labels(labels, class_ids is not None, info)
+    check_labels(labels, class_ids is not None, info)
     n = len(images)
-    _check_batch_size(batch_size, n, info)
+    check_batch_size(batch_size, n, info)
     if info["streamed"]:
         logger.warning(
             "streaming %d images of shape %s from the files under %r: each "
@@ -179,7 +179,7 @@ def load_images(
             images.nbytes / 1e6,
             images.dtype,
         )
-    ds = _epoch_batches(
+    ds = tf_epoch_batches(
         images,
         np.zeros(n, "int32") if class_ids is None else class_ids,
         batch_size=batch_size,
@@ -230,7 +230,7 @@ def read_images(
         raise ValueError(
             "Expected split='train' for data with no splits (a folder, "
             f"arrays or a dataset). Received: split={split!r} with "
-            f"{_describe(data)}. Keep split='train', or pass only the part of "
+            f"{describe(data)}. Keep split='train', or pass only the part of "
             "the data to train on."
         )
     if stream and not folder:
@@ -238,13 +238,13 @@ def read_images(
             raise ValueError(
                 "Expected a folder of images with read_images(stream=True): "
                 "a TFDS split streams as batches, from load_images(..., "
-                f"stream=True). Received: {_describe(data)}. Use load_images, "
+                f"stream=True). Received: {describe(data)}. Use load_images, "
                 "or stream=False (the images held in memory as uint8)."
             )
         raise ValueError(
             "Expected a folder of images or a TFDS dataset name with "
             "stream=True: only files are streamed. Received: "
-            f"{_describe(data)}. Use stream=False (the images held in memory "
+            f"{describe(data)}. Use stream=False (the images held in memory "
             "as uint8), or write the images to a folder."
         )
     if is_dataset(data):
@@ -259,7 +259,7 @@ def read_images(
             images, class_ids, names = image_files.read_folder(
                 data, size, channels=channels, resize=resize
             )
-        info = _info("folder", data, class_ids, names)
+        info = info_dict("folder", data, class_ids, names)
         logger.info(
             "training data = the image folder %r%s.",
             data,
@@ -314,7 +314,7 @@ def is_normalized(dataset):
 
 
 def _from_name(name, split, source, data_dir, size, resize, image_key, label_key):
-    resolved = _resolved_source(name, source, data_dir)
+    resolved = resolved_source(name, source, data_dir)
     if resolved == "offline":
         if name != "mnist" and source == "auto":
             raise ValueError(
@@ -335,8 +335,8 @@ def _from_name(name, split, source, data_dir, size, resize, image_key, label_key
             len(x),
             split,
         )
-        return x, y, _info("offline", "mnist", y, num_classes=10)
-    return _from_tfds(name, split, data_dir, size, resize, image_key, label_key)
+        return x, y, info_dict("offline", "mnist", y, num_classes=10)
+    return from_tfds(name, split, data_dir, size, resize, image_key, label_key)
 
 
 def _from_arrays(data):
@@ -363,7 +363,7 @@ def _from_arrays(data):
                 f"Expected one label per image ({len(images)}). Received: "
                 f"{len(labels)} labels."
             )
-    return _stored(images), labels, _info("numpy", "arrays", labels)
+    return _stored(images), labels, info_dict("numpy", "arrays", labels)
 
 
 def _from_dataset(dataset):

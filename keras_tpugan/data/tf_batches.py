@@ -6,12 +6,12 @@ import keras
 
 from keras_tpugan.data import image_files
 from keras_tpugan.data.epoch_batches import EpochBatches
-from keras_tpugan.data.epochs import _epoch_variable
+from keras_tpugan.data.epochs import epoch_variable
 from keras_tpugan.keyed_dropout import hash_uint32
 from keras_tpugan.tf_import import tf
 
 
-def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
+def tf_epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
     """Global batches of one permutation per epoch, gathered from memory
     (or, for a streamed folder, decoded from the batch's files).
 
@@ -45,7 +45,7 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
 
     class_ids = tf.constant(class_ids, "int32")
 
-    epoch = _epoch_variable()
+    epoch = epoch_variable()
 
     def one_epoch(_):
         # Read when a pass over the data starts: the order of epoch e is a
@@ -53,11 +53,11 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         # TensorFlow ops (no Python in the pipeline).
         e = epoch.read_value()
         if shuffle:
-            keys = tf.cast(_tf_epoch_keys(n, seed, e, 0), tf.int64)
+            keys = tf.cast(tf_epoch_keys(n, seed, e, 0), tf.int64)
             order = tf.argsort(keys, stable=True)
         else:
             order = tf.range(n)
-        flips = _tf_epoch_flips(n, seed, e, xflip)
+        flips = tf_epoch_flips(n, seed, e, xflip)
         used = steps * batch_size
         return tf.data.Dataset.from_tensor_slices(
             (
@@ -67,15 +67,19 @@ def _epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels):
         )
 
     def gather(order, flips):
-        return _finished_batch(read(order), tf.gather(class_ids, order), flips, labels)
+        return finished_batch(read(order), tf.gather(class_ids, order), flips, labels)
 
-    ds = tf.data.Dataset.range(1).flat_map(_plain(one_epoch))
-    ds = ds.map(_plain(gather), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = tf.data.Dataset.range(1).flat_map(without_autograph(one_epoch))
+    ds = ds.map(
+        without_autograph(gather),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _plain(fn):
+def without_autograph(fn):
     """`fn` for `tf.data` to trace as it is written, without AutoGraph.
 
     The pipeline's functions branch and loop on Python values only, so
@@ -86,7 +90,7 @@ def _plain(fn):
     return tf.autograph.experimental.do_not_convert(fn)
 
 
-def _tf_epoch_keys(n, seed, epoch, stream):
+def tf_epoch_keys(n, seed, epoch, stream):
     """`epoch_batches.epoch_keys` in TensorFlow ops (`epoch` a tensor).
 
     The hash is `keyed_dropout.hash_uint32` (`keras.ops`: TensorFlow ops on
@@ -103,15 +107,15 @@ def _tf_epoch_keys(n, seed, epoch, stream):
     return hash_uint32(tf.bitwise.bitwise_xor(hash_uint32(positions), key))
 
 
-def _tf_epoch_flips(n, seed, epoch, xflip):
+def tf_epoch_flips(n, seed, epoch, xflip):
     """Which of the epoch's `n` positions `xflip` mirrors (`epoch` a tensor):
     the top bit of their keys of stream 1, as `EpochBatches` draws them."""
     if not xflip:
         return tf.zeros([n], "bool")
-    return tf.bitwise.right_shift(_tf_epoch_keys(n, seed, epoch, 1), 31) == 1
+    return tf.bitwise.right_shift(tf_epoch_keys(n, seed, epoch, 1), 31) == 1
 
 
-def _finished_batch(pixels, class_ids, flips, labels):
+def finished_batch(pixels, class_ids, flips, labels):
     """A stored batch scaled to [-1, 1], its flipped images mirrored, with
     its class ids when `labels`."""
     batch = _scaled_batch(pixels)

@@ -10,13 +10,13 @@ import keras
 import numpy as np
 
 from keras_tpugan.data import image_files
-from keras_tpugan.data.checks import _check_batch_size, _check_labels, _info
-from keras_tpugan.data.epochs import _epoch_variable
+from keras_tpugan.data.checks import check_batch_size, check_labels, info_dict
+from keras_tpugan.data.epochs import epoch_variable
 from keras_tpugan.data.tf_batches import (
-    _finished_batch,
-    _plain,
-    _tf_epoch_flips,
-    _tf_epoch_keys,
+    finished_batch,
+    tf_epoch_flips,
+    tf_epoch_keys,
+    without_autograph,
 )
 from keras_tpugan.tf_import import tf
 
@@ -29,7 +29,7 @@ _DOWNLOAD_HOST = ("storage.googleapis.com", 443)
 STREAM_SHUFFLE_BUFFER = 10_000
 
 
-def _resolved_source(name, source, data_dir):
+def resolved_source(name, source, data_dir):
     """`source` checked, and `"auto"` resolved to `"tfds"` (its data on disk
     or downloadable) or `"offline"`."""
     if source not in SOURCES:
@@ -85,7 +85,7 @@ def _tfds():
     return tfds
 
 
-def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
+def from_tfds(name, split, data_dir, size, resize, image_key, label_key):
     """A TFDS split in memory: its image feature (uint8) and label, if any."""
     tfds = _tfds()
 
@@ -113,7 +113,7 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
         label = example[label_key] if label_key else tf.constant(0, "int64")
         return example[image_key], tf.cast(label, "int32")
 
-    ds = ds.map(_plain(pick), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(without_autograph(pick), num_parallel_calls=tf.data.AUTOTUNE)
     images, class_ids = [], []
     # Same-size images come in blocks; others one by one, fitted as read.
     for x, y in tfds.as_numpy(ds.batch(1024) if fixed else ds):
@@ -124,10 +124,14 @@ def _from_tfds(name, split, data_dir, size, resize, image_key, label_key):
         class_ids.append(np.reshape(y, -1))
     images = np.concatenate(images).astype("uint8", copy=False)
     class_ids = np.concatenate(class_ids) if label_key else None
-    return images, class_ids, _info("tfds", name, class_ids, num_classes=num_classes)
+    return (
+        images,
+        class_ids,
+        info_dict("tfds", name, class_ids, num_classes=num_classes),
+    )
 
 
-def _streamed_tfds(
+def streamed_tfds(
     name,
     split,
     source,
@@ -160,7 +164,7 @@ def _streamed_tfds(
             "stream=False (the images held in memory as uint8), or write the "
             "images to a folder, which streams on any backend."
         )
-    if _resolved_source(name, source, data_dir) == "offline":
+    if resolved_source(name, source, data_dir) == "offline":
         raise ValueError(
             f"Expected a TFDS dataset on disk to stream. Received: {name!r} "
             f"with source={source!r}, which TFDS has not prepared in "
@@ -184,7 +188,7 @@ def _streamed_tfds(
     image_key, label_key, num_classes = _tfds_keys(
         tfds, name, features, image_key, label_key
     )
-    _check_labels(labels, label_key is not None, {"name": name, "source": "tfds"})
+    check_labels(labels, label_key is not None, {"name": name, "source": "tfds"})
     stored = features[image_key].shape
     fixed = None not in stored[:2]
     if not fixed and size is None:
@@ -203,19 +207,19 @@ def _streamed_tfds(
     instructions = builder.info.splits[split].file_instructions
     n = sum(i.take for i in instructions)
     info = {
-        **_info("tfds", name, None, num_classes=num_classes),
+        **info_dict("tfds", name, None, num_classes=num_classes),
         "num_examples": n,
         "image_shape": tuple(int(d) for d in image_shape),
         "memory_bytes": 0,
         "streamed": True,
     }
-    _check_batch_size(batch_size, n, info)
+    check_batch_size(batch_size, n, info)
     steps = n // batch_size
     files = tf.constant([i.filename for i in instructions])
     skips = tf.constant([i.skip for i in instructions], "int64")
     takes = tf.constant([i.take for i in instructions], "int64")
     buffer = min(n, STREAM_SHUFFLE_BUFFER)
-    epoch = _epoch_variable()
+    epoch = epoch_variable()
 
     def fitted(image):  # as read_images fits a held image
         if size is not None and (not fixed or image.shape[:2] != size):
@@ -232,12 +236,12 @@ def _streamed_tfds(
         return image, tf.cast(label, "int32")
 
     def one_epoch(_):
-        # Read when a pass starts, as `_epoch_batches` reads it.
+        # Read when a pass starts, as `tf_epoch_batches` reads it.
         e = epoch.read_value()
         order = tf.range(len(instructions))
         if shuffle:
             order = tf.argsort(
-                tf.cast(_tf_epoch_keys(len(instructions), seed, e, 2), tf.int64),
+                tf.cast(tf_epoch_keys(len(instructions), seed, e, 2), tf.int64),
                 stable=True,
             )
         shards = tf.data.Dataset.from_tensor_slices(
@@ -256,23 +260,29 @@ def _streamed_tfds(
             # The buffer's seed from (seed, epoch) alone: TensorFlow's global
             # seed would otherwise enter it.
             tf.compat.v1.get_default_graph().seed = 1
-            key = tf.cast(_tf_epoch_keys(1, seed, e, 3)[0], tf.int64)
+            key = tf.cast(tf_epoch_keys(1, seed, e, 3)[0], tf.int64)
             records = records.shuffle(buffer, seed=key)
         used = steps * batch_size
         examples = records.take(used).map(
-            _plain(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+            without_autograph(decode),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
         )
-        flips = _tf_epoch_flips(n, seed, e, xflip)
+        flips = tf_epoch_flips(n, seed, e, xflip)
         return tf.data.Dataset.zip(
             examples, tf.data.Dataset.from_tensor_slices(flips[:used])
         )
 
     def scaled(examples, flips):
-        return _finished_batch(*examples, flips, labels)
+        return finished_batch(*examples, flips, labels)
 
-    ds = tf.data.Dataset.range(1).flat_map(_plain(one_epoch))
+    ds = tf.data.Dataset.range(1).flat_map(without_autograph(one_epoch))
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(_plain(scaled), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(
+        without_autograph(scaled),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
     logger.warning(
         "streaming %d images of TFDS %r split %r from its %d file(s), %s "

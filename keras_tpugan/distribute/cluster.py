@@ -22,13 +22,13 @@ from keras_tpugan.tf_import import tf
 COLLECTIVES = ("auto", "ring", "nccl")
 
 
-def _positive_seconds(name, value):
+def positive_seconds(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"Expected {name} > 0 (seconds). Received: {name}={value!r}.")
     return value
 
 
-def _communication_options(collective, bytes_per_pack, timeout_seconds):
+def communication_options(collective, bytes_per_pack, timeout_seconds):
     """TensorFlow's `CommunicationOptions`; refuses what JAX cannot honour."""
     if collective not in COLLECTIVES:
         raise ValueError(
@@ -45,7 +45,7 @@ def _communication_options(collective, bytes_per_pack, timeout_seconds):
             f"Received: bytes_per_pack={bytes_per_pack!r}."
         )
     if timeout_seconds is not None:
-        _positive_seconds("collective_timeout_seconds", timeout_seconds)
+        positive_seconds("collective_timeout_seconds", timeout_seconds)
     if keras.backend.backend() == "jax":
         if (collective, bytes_per_pack, timeout_seconds) != ("auto", 0, None):
             raise ValueError(
@@ -69,7 +69,7 @@ def _communication_options(collective, bytes_per_pack, timeout_seconds):
     )
 
 
-def _multi_worker_strategy(
+def multi_worker_strategy(
     resolver, communication, start_timeout_seconds, heartbeat_timeout_seconds
 ):
     """A MultiWorkerMirroredStrategy that waits a bounded time for its peers.
@@ -174,9 +174,9 @@ def cluster_processes():
         addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES", "")
         if addresses:
             return len([a for a in addresses.split(",") if a])
-        return _slurm_tasks()
+        return slurm_tasks()
     if "TF_CONFIG" not in os.environ:
-        return _slurm_tasks()
+        return slurm_tasks()
     try:
         cluster = json.loads(os.environ["TF_CONFIG"]).get("cluster", {})
     except json.JSONDecodeError as e:
@@ -194,7 +194,7 @@ def _training_tasks(cluster):
     return max(1, sum(len(v) for k, v in cluster.items() if k != "evaluator"))
 
 
-def _slurm_tasks():
+def slurm_tasks():
     if "SLURM_JOB_ID" not in os.environ:
         return 1
     return int(os.environ.get("SLURM_NTASKS", "1"))
@@ -314,7 +314,7 @@ def _gathered(row, strategy):
     return np.asarray(rows).reshape(-1, row.size)
 
 
-def _start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds):
+def start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds):
     """`jax.distributed.initialize` from Keras's variables, with time-outs.
 
     `keras.distribution.initialize()` reads the same variables but passes

@@ -22,7 +22,7 @@ _ITERATORS = []
 _ITERATORS_LOCK = threading.Lock()
 
 
-def _deleting_iterators_aside(distributed):
+def deleting_iterators_aside(distributed):
     """The multi-process dataset, its iterators deleted on a thread of their own.
 
     Deleting an iterator of a `MultiWorkerMirroredStrategy` dataset waits
@@ -62,7 +62,7 @@ def release_unused_iterators():
     `GAN.fit` and `GAN.evaluate` call it when they end, and each new
     iterator of a `shard_over_processes` dataset calls it when it starts:
     the iterators Keras has dropped since are deleted beside the training
-    loop instead of inside it (see `_deleting_iterators_aside`). At exit the
+    loop instead of inside it (see `deleting_iterators_aside`). At exit the
     process deletes the iterators left and waits for the deletions, at most
     `EXIT_WAIT_SECONDS`: after a lost peer a deletion may never return, and
     the process must still end (the threads are daemons for that).

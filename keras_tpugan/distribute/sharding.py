@@ -10,7 +10,7 @@ import contextlib
 import keras
 
 from keras_tpugan.distribute.cluster import process_count
-from keras_tpugan.distribute.iterators import _deleting_iterators_aside
+from keras_tpugan.distribute.iterators import deleting_iterators_aside
 from keras_tpugan.distribute.strategy import num_replicas, strategy_name
 from keras_tpugan.tf_import import tf
 
@@ -85,7 +85,7 @@ def shard_over_processes(dataset, strategy=None):
         per_replica = context.get_per_replica_batch_size(batch)
         return part.rebatch(per_replica) if per_replica != size else part
 
-    return _deleting_iterators_aside(
+    return deleting_iterators_aside(
         strategy.distribute_datasets_from_function(process_part)
     )
 

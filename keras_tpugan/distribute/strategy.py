@@ -15,14 +15,14 @@ import sys
 import keras
 
 from keras_tpugan.distribute.cluster import (
-    _communication_options,
-    _multi_worker_strategy,
-    _positive_seconds,
-    _slurm_tasks,
-    _start_jax_processes,
     cluster_processes,
+    communication_options,
+    multi_worker_strategy,
+    positive_seconds,
+    slurm_tasks,
+    start_jax_processes,
 )
-from keras_tpugan.distribute.tpu import _tpu_strategy, _warn_unused_tpu
+from keras_tpugan.distribute.tpu import tpu_strategy, warn_unused_tpu
 from keras_tpugan.tf_import import tf
 
 logger = logging.getLogger("keras_tpugan")
@@ -117,27 +117,27 @@ def get_strategy(
     if kind == "multiworker":
         _check_all_devices(num_replicas, "several processes")
     cluster = dict(
-        start_timeout_seconds=_positive_seconds(
+        start_timeout_seconds=positive_seconds(
             "start_timeout_seconds", start_timeout_seconds
         ),
-        heartbeat_timeout_seconds=_positive_seconds(
+        heartbeat_timeout_seconds=positive_seconds(
             "heartbeat_timeout_seconds", heartbeat_timeout_seconds
         ),
     )
-    communication = _communication_options(
+    communication = communication_options(
         collective, bytes_per_pack, collective_timeout_seconds
     )
     if keras.backend.backend() == "jax":
         return _jax_distribution(kind, num_replicas, **cluster)
     if kind in ("auto", "tpu"):
-        strategy, error = _tpu_strategy(tpu, required=kind == "tpu")
+        strategy, error = tpu_strategy(tpu, required=kind == "tpu")
         if strategy is not None:
             _check_all_devices(num_replicas, "a TPU on TensorFlow")
             return strategy
         if kind == "auto":
-            _warn_unused_tpu(f"TensorFlow cannot reach it ({error})", stacklevel=3)
+            warn_unused_tpu(f"TensorFlow cannot reach it ({error})", stacklevel=3)
     if kind == "multiworker":
-        if "TF_CONFIG" not in os.environ and _slurm_tasks() > 1:
+        if "TF_CONFIG" not in os.environ and slurm_tasks() > 1:
             resolver = tf.distribute.cluster_resolver.SlurmClusterResolver()
         else:
             if "TF_CONFIG" not in os.environ:
@@ -146,7 +146,7 @@ def get_strategy(
                     "several tasks runs as a single worker."
                 )
             resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        return _multi_worker_strategy(resolver, communication, **cluster)
+        return multi_worker_strategy(resolver, communication, **cluster)
     if kind in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if gpus:
@@ -277,7 +277,7 @@ def _jax_distribution(
     import jax
 
     if kind == "multiworker":
-        _start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds)
+        start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds)
         return keras.distribution.DataParallel(devices=jax.devices())
     platforms = {"auto": None, "tpu": "tpu", "gpu": "gpu", "cpu": "cpu"}
     try:
@@ -290,7 +290,7 @@ def _jax_distribution(
             "kind='auto'."
         ) from e
     if kind == "auto" and devices[0].platform == "cpu":
-        _warn_unused_tpu("this JAX has no TPU support", stacklevel=4)
+        warn_unused_tpu("this JAX has no TPU support", stacklevel=4)
     names = _pick(devices, num_replicas, devices[0].platform.upper())
     return keras.distribution.DataParallel(devices=names)
 

@@ -12,7 +12,7 @@ from keras_tpugan.tf_import import tf
 logger = logging.getLogger("keras_tpugan")
 
 
-def _tpu_strategy(tpu, required):
+def tpu_strategy(tpu, required):
     """A `TPUStrategy` and None, or None and why there is none."""
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
@@ -62,7 +62,7 @@ def attached_tpu():
     return None
 
 
-def _warn_unused_tpu(reason, stacklevel):
+def warn_unused_tpu(reason, stacklevel):
     """Warns, loudly, when a TPU is attached but the backend cannot use it."""
     seen = attached_tpu()
     if seen is None:

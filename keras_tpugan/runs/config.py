@@ -13,7 +13,7 @@ from keras_tpugan import (
 )
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.data import image_files
-from keras_tpugan.runs.config_types import _is_type, _parse, _type_name
+from keras_tpugan.runs.config_types import is_type, parse_value, type_name
 from keras_tpugan.runs.presets import PRESETS
 from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
 
@@ -185,9 +185,9 @@ class TrainConfig:
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not _is_type(value, field.type):
+            if not is_type(value, field.type):
                 raise ValueError(
-                    f"Expected {field.name} to be {_type_name(field.type)}. "
+                    f"Expected {field.name} to be {type_name(field.type)}. "
                     f"Received: {field.name}={value!r}."
                 )
         checks = {
@@ -399,7 +399,7 @@ class TrainConfig:
                     f"Unknown setting {key!r}. Valid settings: "
                     f"{', '.join(sorted(fields))}."
                 )
-            changes[key] = _parse(text.strip(), fields[key].type, key)
+            changes[key] = parse_value(text.strip(), fields[key].type, key)
         return dataclasses.replace(self, **changes)
 
     def augmentation(self):

@@ -9,25 +9,25 @@ def _is_union(annotation):
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
-def _is_type(value, annotation):
+def is_type(value, annotation):
     if annotation is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if _is_union(annotation):
-        return any(_is_type(value, a) for a in typing.get_args(annotation))
+        return any(is_type(value, a) for a in typing.get_args(annotation))
     if annotation is type(None):
         return value is None
     return isinstance(value, annotation)
 
 
-def _type_name(annotation):
+def type_name(annotation):
     if _is_union(annotation):
-        return " or ".join(_type_name(a) for a in typing.get_args(annotation))
+        return " or ".join(type_name(a) for a in typing.get_args(annotation))
     return "None" if annotation is type(None) else annotation.__name__
 
 
-def _parse(text, annotation, key):
+def parse_value(text, annotation, key):
     options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
     if type(None) in options and text.lower() in ("none", "null", ""):
         return None
@@ -44,5 +44,5 @@ def _parse(text, annotation, key):
         except ValueError:
             continue
     raise ValueError(
-        f"Expected {key} to be {_type_name(annotation)}. Received: {text!r}."
+        f"Expected {key} to be {type_name(annotation)}. Received: {text!r}."
     )

@@ -73,7 +73,7 @@ def projection(best):
     return rows
 
 
-def _projection_lines(best):
+def projection_lines(best):
     rows = projection(best)
     if len(rows) < 2:
         return []

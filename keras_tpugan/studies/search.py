@@ -8,7 +8,7 @@ import keras_tuner as kt
 
 from keras_tpugan.runs import results
 from keras_tpugan.studies import plots
-from keras_tpugan.studies.projection import _projection_lines, projection
+from keras_tpugan.studies.projection import projection, projection_lines
 from keras_tpugan.studies.tuning import OBJECTIVES, GANHyperModel
 
 TUNERS = ("grid", "random", "bayesian", "hyperband")
@@ -197,7 +197,7 @@ def _write_results(rows, best, objective, directory, space_keys=()):
             + "".join(f", {key}={row[key]}" for key in space_keys)
             for batch, row in per_batch.items()
         ]
-        + _projection_lines(per_batch),
+        + projection_lines(per_batch),
     )
     curves = {
         f"trial {r['trial']}: batch {r['batch_size']}"
