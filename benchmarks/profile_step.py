@@ -88,7 +88,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args(argv)
     strategy = distribute.get_strategy("auto")
-    gan, ds = accelerator._one_batch_gan(
+    gan, ds = accelerator.one_batch_gan(
         args.model, args.precision, args.batch_size, strategy, smoke=False
     )
     for _ in range(2):  # compile, as the benchmark does

@@ -221,8 +221,23 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     return rows
 
 
-def _one_batch_gan(model, policy, batch_size, strategy, smoke, spe=1):
-    """A compiled GAN of `MODELS[model]` and an endless repeat of one batch."""
+def one_batch_gan(model, policy, batch_size, strategy, smoke=False, spe=1):
+    """A compiled GAN of one of the benchmark's models, and one batch repeated.
+
+    Sets the global dtype policy to `policy` (the caller restores it).
+
+    Args:
+        model: A key of `MODELS`.
+        policy: The dtype policy, `"float32"` or `"mixed_bfloat16"`.
+        batch_size: The global batch.
+        strategy: The distribution it is built under.
+        smoke: Small networks (width 16, 8 latents), for a CPU.
+        spe: `steps_per_execution`.
+
+    Returns:
+        `(gan, dataset)`: the GAN, compiled with XLA, and a
+        `throughput.RepeatedBatch` of uniform images in [-1, 1].
+    """
     spec = MODELS[model]
     width = 16 if smoke else spec["width"]
     config = TrainConfig(
@@ -265,7 +280,7 @@ def _timed(gan, ds, steps, repeats, min_seconds=0.0):
 
 def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
     steps = 4 if smoke else 20
-    gan, ds = _one_batch_gan(model, policy, batch, strategy, smoke, spe)
+    gan, ds = one_batch_gan(model, policy, batch, strategy, smoke, spe)
     steps = max(steps // spe, 1) * spe
     rate = _timed(
         gan,

@@ -99,11 +99,11 @@ def main(argv=None):
         status = _run(argv)
     finally:
         warnings.formatwarning = format_warning
-    distribute = sys.modules.get("keras_tpugan.distribute.iterators")
-    if distribute is not None:
+    iterators = sys.modules.get("keras_tpugan.distribute.iterators")
+    if iterators is not None:
         # A multi-process iterator still being deleted would abort the
         # process when Python finalizes: it leaves with its status instead.
-        distribute.end_process(status)
+        iterators.end_process(status)
     return status
 
 

@@ -6,7 +6,8 @@ epoch, with a fixed global batch (as replicas need): a `tf.data.Dataset` on
 the TensorFlow backend, a `keras_tpugan.EpochBatches` (no TensorFlow
 needed) on JAX.
 
-Modules: `loading` (`load_images`, `read_images`), `tfds` (TFDS names and
+Modules: `loading` (`load_images`, `read_images`), `sources` (what they
+read: a name, arrays or a `tf.data.Dataset`), `tfds` (TFDS names and
 sources), `mnist` (the offline subset), `tf_batches` (the TensorFlow
 pipeline), `epoch_batches` (`EpochBatches`, the JAX one), `image_files`
 (folders of image files), `epochs` (the epoch that keys the shuffle order)

@@ -7,16 +7,16 @@ the backend Keras runs on, and both are used the same way:
 `with strategy.scope(): ...` around building and compiling the GAN.
 
 Modules: `strategy` (choosing one, replicas, scope), `cluster` (several
-processes), `sharding` (the data over processes, the global batch check),
+processes), `agreement` (the same settings and the chief's values on every
+process), `sharding` (the data over processes, the global batch check),
 `iterators` (deleting multi-process iterators safely, the exit protocol)
 and `tpu`. The arrows run strategy -> cluster, tpu; sharding -> strategy,
 cluster, iterators.
 """
 
+from keras_tpugan.distribute.agreement import check_same_settings, chief_values
 from keras_tpugan.distribute.cluster import (
     COLLECTIVES,
-    check_same_settings,
-    chief_values,
     cluster_processes,
     is_chief,
     process_count,
