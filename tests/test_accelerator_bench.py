@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from keras_tpugan.bench import accelerator as accelerator_bench
+from keras_tpugan.bench import chips, tables
 from keras_tpugan.bench import throughput as bench
 from keras_tpugan.cli import main as cli
 
@@ -19,12 +20,12 @@ pytestmark = [pytest.mark.both_backends, pytest.mark.jax_only]
 
 
 def test_known_chips_have_their_bf16_peak_and_others_none():
-    assert accelerator_bench.chip_peak_tflops("NVIDIA H200") == 989.0
-    assert accelerator_bench.chip_peak_tflops("NVIDIA H100 PCIe") == 756.0
-    assert accelerator_bench.chip_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
-    assert accelerator_bench.chip_peak_tflops("TPU v5 lite") == 197.0
-    assert accelerator_bench.chip_peak_tflops("TPU v4") == 275.0
-    assert accelerator_bench.chip_peak_tflops("cpu") is None
+    assert chips.chip_peak_tflops("NVIDIA H200") == 989.0
+    assert chips.chip_peak_tflops("NVIDIA H100 PCIe") == 756.0
+    assert chips.chip_peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
+    assert chips.chip_peak_tflops("TPU v5 lite") == 197.0
+    assert chips.chip_peak_tflops("TPU v4") == 275.0
+    assert chips.chip_peak_tflops("cpu") is None
 
 
 def test_a_cell_measures_images_per_second_and_utilisation():
@@ -132,7 +133,7 @@ def test_tables_list_rows_by_part_model_precision_and_batch(tmp_path):
         {"part": "study", "model": "a", "precision": "float32", "batch_size": 64},
     ]
     rows = [{f: row.get(f) for f in accelerator_bench.FIELDS} for row in rows]
-    accelerator_bench._write(rows, ["header"], str(tmp_path), lambda line: None)
+    tables.write_accelerator_results(rows, ["header"], str(tmp_path), lambda line: None)
     lines = (tmp_path / "accelerator.md").read_text().splitlines()
     speed = [line for line in lines if line.startswith("| throughput")]
     assert [line.split(" | ")[1:4:2] for line in speed] == [

@@ -9,7 +9,7 @@ has a share of (`BUDGET_SHARES`), in this order:
    images/s, and model FLOP utilisation: the FLOPs of a training step
    counted from the networks' layers (`throughput.forward_flops`: 4 G + 8 D
    forward FLOPs per image, a lower bound) per second, against the chip's
-   dense bf16 peak (`CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
+   dense bf16 peak (`chips.CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
    known) and against a large bf16 matmul measured in the same run. Each
    timed fit runs for at least `MIN_TIMED_SECONDS`.
 2. **steps_per_execution**: the demo DCGAN, bfloat16, batch 256, with 1, 4
@@ -41,32 +41,12 @@ import keras
 import numpy as np
 
 from keras_tpugan import distribute
-from keras_tpugan.bench import throughput
+from keras_tpugan.bench import tables, throughput
+from keras_tpugan.bench.chips import chip_peak_tflops
 from keras_tpugan.data.epoch_batches import EpochBatches
-from keras_tpugan.runs import results
 from keras_tpugan.runs.config import TrainConfig
 from keras_tpugan.runs.prepared_run import build_gan
 
-# Dense (no sparsity) bf16 peak TFLOP/s per JAX device, from the vendors'
-# datasheets. A JAX device is one TPU core on v2/v3, one chip from v4 on.
-# Matched against `device_kind`, longest name first.
-CHIP_PEAK_TFLOPS = {
-    "H200": 989.0,
-    "H100 PCIe": 756.0,
-    "H100": 989.0,
-    "A100": 312.0,
-    "L4": 121.0,
-    "A10G": 70.0,
-    "TPU v2": 22.5,
-    "TPU v3": 61.5,
-    "TPU v4": 275.0,
-    "TPU v5 lite": 197.0,
-    "TPU v5e": 197.0,
-    "TPU v5p": 459.0,
-    "TPU v5": 459.0,
-    "TPU v6 lite": 918.0,
-    "TPU v6e": 918.0,
-}
 MODELS = {
     # The demo preset's networks, on MNIST's shape.
     "dcgan-28x28x1": {"image_shape": (28, 28, 1), "width": 64, "latent_dim": 64},
@@ -116,23 +96,6 @@ FIELDS = (
     "fit_seconds",
     "note",
 )
-
-
-def chip_peak_tflops(device_kind):
-    """The dense bf16 peak of a known chip, or None.
-
-    Args:
-        device_kind: A JAX device's `device_kind` (e.g. `"NVIDIA H200"`,
-            `"TPU v4"`).
-
-    Returns:
-        TFLOP/s per JAX device, or None for a chip not in
-        `CHIP_PEAK_TFLOPS`.
-    """
-    for name in sorted(CHIP_PEAK_TFLOPS, key=len, reverse=True):
-        if name.lower() in device_kind.lower():
-            return CHIP_PEAK_TFLOPS[name]
-    return None
 
 
 def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
@@ -217,7 +180,7 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     for row in _input_path(smoke):
         record(row)
     printer(f"total: {time.perf_counter() - started:.0f} s")
-    _write(rows, header, out_dir, printer)
+    tables.write_accelerator_results(rows, header, out_dir, printer)
     return rows
 
 
@@ -449,60 +412,3 @@ def _input_path(smoke):
             "images_per_sec": round(rate, 1),
             "note": "EpochBatches, one thread",
         }
-
-
-# The two Markdown tables: `(key, header, format)` columns for
-# `results.markdown_table`, and the parts each shows.
-SPEED_TABLE = (
-    ("throughput", "largest", "steps_per_execution", "input"),
-    (
-        ("part", "part", "s"),
-        ("model", "model", "s"),
-        ("precision", "precision", "s"),
-        ("batch_size", "batch", "d"),
-        ("steps_per_execution", "steps/call", "d"),
-        ("images_per_sec", "images/s", ",.0f"),
-        ("tflops_per_sec", "TFLOP/s", ".4g"),
-        ("mfu_vs_chip_peak", "of chip peak", ".3g"),
-        ("mfu_vs_matmul", "of matmul", ".3g"),
-        ("note", "note", "s"),
-    ),
-)
-STUDY_TABLE = (
-    ("study",),
-    (
-        ("batch_size", "batch", "d"),
-        ("images_per_sec", "images/s", ",.0f"),
-        ("first_epoch_seconds", "first epoch s", ".1f"),
-        ("seconds_per_epoch", "s/epoch", ".1f"),
-        ("epochs", "epochs", "d"),
-        ("final_fcd", "final FCD", ".1f"),
-        ("target_fcd", "target FCD", ".1f"),
-        ("steps_to_target", "steps to target", "d"),
-        ("images_to_target", "images to target", ",d"),
-        ("seconds_to_target", "s to target", ".1f"),
-        ("fit_seconds", "fit s (all)", ".1f"),
-        ("note", "note", "s"),
-    ),
-)
-
-
-def _write(rows, header, out_dir, printer):
-    results.write_csv(rows, os.path.join(out_dir, "accelerator.csv"))
-    lines = [*header, ""]
-    for parts, columns in (SPEED_TABLE, STUDY_TABLE):
-        shown = sorted(
-            (row for row in rows if row["part"] in parts),
-            key=lambda row: (
-                parts.index(row["part"]),
-                row["model"],
-                row["precision"],
-                row["batch_size"],
-                row["steps_per_execution"] or 0,
-            ),
-        )
-        lines += [*results.markdown_table(shown, columns), ""]
-    with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
-        f.write("\n".join(lines))
-    for line in lines:
-        printer(line)

@@ -1,9 +1,10 @@
-"""The benchmarks' tables: throughput, peers and profiles as Markdown, and
-the throughput CSV read back."""
+"""The benchmarks' tables: throughput, peers and profiles as Markdown, the
+throughput CSV read back, and the accelerator benchmark's files."""
 
 import csv
+import os
 
-from keras_tpugan.runs.results import fmt, markdown_table
+from keras_tpugan.runs.results import fmt, markdown_table, write_csv
 
 
 def read_throughput_csv(path):
@@ -131,3 +132,69 @@ def profile_table(rows):
         ("top_ops", "top op types (ms/step)", "s"),
     ]
     return ["", *markdown_table(rows, columns)]
+
+
+# The accelerator benchmark's two Markdown tables: `(key, header, format)` columns for
+# `results.markdown_table`, and the parts each shows.
+ACCELERATOR_SPEED_TABLE = (
+    ("throughput", "largest", "steps_per_execution", "input"),
+    (
+        ("part", "part", "s"),
+        ("model", "model", "s"),
+        ("precision", "precision", "s"),
+        ("batch_size", "batch", "d"),
+        ("steps_per_execution", "steps/call", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("tflops_per_sec", "TFLOP/s", ".4g"),
+        ("mfu_vs_chip_peak", "of chip peak", ".3g"),
+        ("mfu_vs_matmul", "of matmul", ".3g"),
+        ("note", "note", "s"),
+    ),
+)
+ACCELERATOR_STUDY_TABLE = (
+    ("study",),
+    (
+        ("batch_size", "batch", "d"),
+        ("images_per_sec", "images/s", ",.0f"),
+        ("first_epoch_seconds", "first epoch s", ".1f"),
+        ("seconds_per_epoch", "s/epoch", ".1f"),
+        ("epochs", "epochs", "d"),
+        ("final_fcd", "final FCD", ".1f"),
+        ("target_fcd", "target FCD", ".1f"),
+        ("steps_to_target", "steps to target", "d"),
+        ("images_to_target", "images to target", ",d"),
+        ("seconds_to_target", "s to target", ".1f"),
+        ("fit_seconds", "fit s (all)", ".1f"),
+        ("note", "note", "s"),
+    ),
+)
+
+
+def write_accelerator_results(rows, header, out_dir, printer):
+    """Writes the accelerator benchmark's rows as `accelerator.csv` and its
+    tables as `accelerator.md` under `out_dir`, and prints the tables.
+
+    Args:
+        rows: The benchmark's rows (dicts with `bench.accelerator.FIELDS`).
+        header: Lines above the tables (device, versions, peaks).
+        out_dir: An existing folder.
+        printer: Called with each line of the tables.
+    """
+    write_csv(rows, os.path.join(out_dir, "accelerator.csv"))
+    lines = [*header, ""]
+    for parts, columns in (ACCELERATOR_SPEED_TABLE, ACCELERATOR_STUDY_TABLE):
+        shown = sorted(
+            (row for row in rows if row["part"] in parts),
+            key=lambda row: (
+                parts.index(row["part"]),
+                row["model"],
+                row["precision"],
+                row["batch_size"],
+                row["steps_per_execution"] or 0,
+            ),
+        )
+        lines += [*markdown_table(shown, columns), ""]
+    with open(os.path.join(out_dir, "accelerator.md"), "w") as f:
+        f.write("\n".join(lines))
+    for line in lines:
+        printer(line)
