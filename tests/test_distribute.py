@@ -151,6 +151,8 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
         strategy.experimental_distribute_dataset(ds)
     )
     assert isinstance(distributed, tf.distribute.DistributedDataset)
+    # It installed the exit protocol, which waits for the deletions at exit.
+    assert not distribute.install_exit_handler()
     kept = iter(distributed)
     dropped = iter(distributed)
     batches = [strategy.experimental_local_results(b) for b in dropped]
@@ -183,6 +185,32 @@ def _run_python(script):
         text=True,
         timeout=120,
     )
+
+
+def test_importing_the_package_registers_no_exit_handler():
+    """The exit protocol is installed by what needs it, not by an import."""
+    script = """
+import atexit
+registered = []
+register = atexit.register
+atexit.register = lambda fn, *a, **k: registered.append(fn) or register(fn, *a, **k)
+import keras_tpugan
+import keras_tpugan.cli.main
+def ours():
+    return [f.__name__ for f in registered
+            if (getattr(f, '__module__', None) or '').startswith('keras_tpugan')]
+print('ours', ours())
+from keras_tpugan import distribute
+print('installed', distribute.install_exit_handler())
+print('ours', ours())
+"""
+    done = _run_python(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "ours []",
+        "installed True",
+        "ours ['_end_at_exit']",
+    ]
 
 
 def test_a_deletion_left_running_ends_the_process_with_its_status():
@@ -219,6 +247,8 @@ def test_at_exit_a_deletion_left_running_keeps_pythons_status(ending, status):
     script = f"""
 import threading, time
 from keras_tpugan.distribute import iterators
+assert iterators.install_exit_handler()  # as a multi-process dataset does
+assert not iterators.install_exit_handler()  # once per process
 iterators.EXIT_WAIT_SECONDS = 0.2
 stuck = threading.Thread(target=time.sleep, args=(30,), daemon=True)
 stuck.start()

@@ -99,11 +99,12 @@ def main(argv=None):
         status = _run(argv)
     finally:
         warnings.formatwarning = format_warning
-    iterators = sys.modules.get("keras_tpugan.distribute.iterators")
-    if iterators is not None:
-        # A multi-process iterator still being deleted would abort the
-        # process when Python finalizes: it leaves with its status instead.
-        iterators.end_process(status)
+    # A multi-process iterator still being deleted would abort the process
+    # when Python finalizes: it leaves with its status instead (returns at
+    # once when the run had none).
+    from keras_tpugan import distribute
+
+    distribute.end_process(status)
     return status
 
 

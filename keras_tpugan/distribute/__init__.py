@@ -26,6 +26,7 @@ from keras_tpugan.distribute.iterators import (
     EXIT_WAIT_SECONDS,
     end_process,
     finish_deletions,
+    install_exit_handler,
     release_unused_iterators,
 )
 from keras_tpugan.distribute.sharding import (
@@ -58,6 +59,7 @@ __all__ = [
     "end_process",
     "finish_deletions",
     "get_strategy",
+    "install_exit_handler",
     "is_chief",
     "is_out_of_memory",
     "num_replicas",

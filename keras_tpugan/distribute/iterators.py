@@ -1,9 +1,19 @@
-"""Distributed iterators deleted where they cannot abort the process.
+"""Multi-process iterators deleted aside, and the exit protocol they need.
 
-A multi-process TensorFlow iterator deleted while its peers still train
-blocks or aborts; `release_unused_iterators` and `finish_deletions` delete
-them aside, and `end_process` (registered at exit) leaves with the run's
-status once the deletions are done or `EXIT_WAIT_SECONDS` have passed.
+How it works: with `MultiWorkerMirroredStrategy`, deleting a dataset's
+iterator waits for the peer processes (1-2 s), and a deletion cut short
+when Python finalizes aborts the process. So the datasets of a
+multi-process run (`shard_over_processes`) keep their iterators in a list
+here; when Keras drops one (`release_unused_iterators`, called when a new
+iterator starts and when `fit` or `evaluate` ends) it is deleted on a
+daemon thread beside the training loop. Making such a dataset also
+installs the exit handler (`install_exit_handler`, once per process): at
+exit the process deletes the iterators left, waits for the deletions and
+for its peers at a coordination-service barrier, at most
+`EXIT_WAIT_SECONDS`, and, if a deletion is still running then (a peer is
+gone), leaves at once with its exit status (`end_process`) instead of
+finalizing into an abort. A process that never makes a multi-process
+dataset registers nothing: importing the package has no side effect.
 """
 
 import atexit
@@ -39,8 +49,32 @@ def deleting_iterators_aside(distributed):
     # The strategy builds the dataset's object, so its class is extended in
     # place (Keras recognizes a distributed dataset by its TensorFlow class).
     distributed.__class__ = _class_deleting_iterators_aside(type(distributed))
-    _EXIT_BARRIERS["needed"] = True
+    install_exit_handler()
     return distributed
+
+
+def install_exit_handler():
+    """Registers the exit protocol with `atexit` (once per process).
+
+    The datasets of a multi-process run call it when they are made; from
+    then on the process waits at exit for its iterators' deletions and for
+    its peers, and leaves with its status when a deletion cannot end (see
+    `end_process`).
+
+    Returns:
+        `True` when this call registered it, `False` when it already was.
+
+    Example:
+
+    ```python
+    ktg.distribute.install_exit_handler()
+    ```
+    """
+    if _EXIT_BARRIERS["needed"]:
+        return False
+    _EXIT_BARRIERS["needed"] = True
+    atexit.register(_end_at_exit)
+    return True
 
 
 @functools.cache
@@ -113,7 +147,7 @@ def finish_deletions(seconds=None):
     (its thread, inside TensorFlow with the GIL released, is ended by the
     interpreter where it cannot unwind: "terminate called after throwing an
     instance of ..."). The process therefore waits here for the deletions
-    before it ends: at exit (registered with `atexit`) and, with its exit
+    before it ends: at exit (`install_exit_handler`) and, with its exit
     status, when `keras-tpugan` ends (`end_process`).
 
     Args:
@@ -180,9 +214,11 @@ def end_process(status):
     (`os._exit`, after flushing its output) instead of finalizing into an
     abort. Otherwise it returns and the process ends as usual.
 
-    At exit it runs by itself (`atexit`), with status 1 after an uncaught
-    exception and 0 otherwise: a script of several processes that ends
-    with `sys.exit(n)` calls `end_process(n)` first to keep its status.
+    Once the exit handler is installed (`install_exit_handler`) it runs by
+    itself at exit, with status 1 after an uncaught exception and 0
+    otherwise: a script of several processes that ends with `sys.exit(n)`
+    calls `end_process(n)` first to keep its status. Without multi-process
+    iterators it returns at once.
 
     Args:
         status: The exit status to end with (an int).
@@ -200,7 +236,6 @@ def end_process(status):
     os._exit(status)
 
 
-@atexit.register
 def _end_at_exit():
     # Python does not tell an exit handler its exit status. An uncaught
     # exception has been printed (and left in sys.last_value): status 1, as
