@@ -14,6 +14,8 @@ import functools
 
 import keras
 
+from keras_tpugan.internals import MetricsList
+
 # Whether each score of `QualityMetrics` improves upward, for Keras's
 # `mode="auto"`.
 DIRECTIONS = {
@@ -24,11 +26,6 @@ DIRECTIONS = {
     "precision": "up",
     "recall": "up",
 }
-
-try:  # Keras's own list type, the one `MonitorCallback` looks into.
-    from keras.src.trainers.compile_utils import MetricsList
-except ImportError:  # pragma: no cover - a Keras without it: no declaration
-    MetricsList = None
 
 
 class _Direction(keras.metrics.Metric):

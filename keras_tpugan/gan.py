@@ -10,7 +10,13 @@ import numpy as np
 from keras import ops
 
 from keras_tpugan import data as data_lib
-from keras_tpugan import directions, distribute, gan_checks, penalties, precision
+from keras_tpugan import (
+    directions,
+    distribute,
+    gan_checks,
+    penalties,
+    precision,
+)
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.data.epoch_batches import underlying
@@ -142,6 +148,7 @@ class GAN(BackendGANStep, keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self._fitting = False  # True inside `fit` (`evaluate` reads it)
         # One warning at most about a generator that cannot reach -1: at
         # its last activation here, else on its first batch at `fit`.
         self._checked_output_range = gan_checks.check_networks(
@@ -364,6 +371,7 @@ class GAN(BackendGANStep, keras.Model):
                 kwargs["validation_data"] = distribute.shard_over_processes(
                     validation, self.strategy
                 )
+        self._fitting = True  # `evaluate` is called for its validation
         try:
             with self._distribution_scope(x, kwargs.get("validation_data")):
                 history = super().fit(
@@ -376,6 +384,7 @@ class GAN(BackendGANStep, keras.Model):
                 raise
             raise _empty_dataset_error() from e
         finally:
+            self._fitting = False
             # Keras has dropped its iterators of a multi-process dataset.
             distribute.release_unused_iterators()
         if epochs_begun.count and not epochs_begun.batches:
@@ -407,13 +416,14 @@ class GAN(BackendGANStep, keras.Model):
             As `keras.Model.evaluate`: the loss, or a dict with
             `return_dict=True`.
         """
-        if not kwargs.get("_use_cached_eval_dataset"):  # not from `fit`
+        from_fit = self._fitting  # `fit` checked its validation data
+        if not from_fit:
             self._check_fit_input(x, y, batch_size)
         try:
             with self._distribution_scope(x):
                 return super().evaluate(x, y, batch_size=batch_size, **kwargs)
         finally:
-            if not kwargs.get("_use_cached_eval_dataset"):
+            if not from_fit:
                 distribute.release_unused_iterators()
 
     @contextlib.contextmanager

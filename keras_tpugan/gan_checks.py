@@ -17,8 +17,8 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tpugan.keyed_dropout import KeyedDropout
-from keras_tpugan.trainers.base import UPDATES
+from keras_tpugan.keyed_dropout import is_key
+from keras_tpugan.trainers.base import UPDATES, all_layers
 
 # Activations whose outputs cannot cover [-1, 1]: [0, 1] or [0, inf).
 _ONE_SIDED = ("sigmoid", "hard_sigmoid", "softmax", "relu", "relu6", "softplus", "elu")
@@ -274,11 +274,21 @@ def check_labels(labels, num_classes):
 
 
 def has_default_name(optimizer):
-    # Keras names an unnamed optimizer after its class in snake case
-    # ("adam", "adam_3", "adam_w"); it has no public helper for the rule.
-    default = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", type(optimizer).__name__)
-    default = re.sub(r"([a-z])([A-Z])", r"\1_\2", default).lower()
-    return re.fullmatch(rf"{default}(_\d+)?", optimizer.name) is not None
+    """Whether `optimizer` was left unnamed.
+
+    Its name is then the one Keras gives a new optimizer of its class, but
+    for the counter Keras appends ("adam", "adam_3"). Keras is asked for
+    that name (the class made again from its config, without the name)
+    rather than its rule copied.
+    """
+    config = dict(optimizer.get_config())
+    config.pop("name", None)
+    try:
+        fresh = type(optimizer).from_config(config)
+    except (TypeError, ValueError, NotImplementedError):
+        return False  # an optimizer that cannot be made so: keep its name
+    base = re.sub(r"_\d+$", "", fresh.name)
+    return re.fullmatch(rf"{re.escape(base)}(_\d+)?", optimizer.name) is not None
 
 
 def check_update(update, discriminator_steps):
@@ -298,8 +308,7 @@ def check_update(update, discriminator_steps):
 
 def keyed_dropout_slots(discriminator):
     """Where the `KeyedDropout` keys sit in the discriminator's state."""
-    layers = list(discriminator._flatten_layers(include_self=False))
-    if any(type(layer) is keras.layers.Dropout for layer in layers):
+    if any(type(layer) is keras.layers.Dropout for layer in all_layers(discriminator)):
         warnings.warn(
             "The discriminator has a keras.layers.Dropout: its masks are drawn "
             "per replica from the layer's own seed, so training will differ "
@@ -308,11 +317,10 @@ def keyed_dropout_slots(discriminator):
             "example).",
             stacklevel=3,
         )
-    keys = {id(layer.key) for layer in layers if isinstance(layer, KeyedDropout)}
     return tuple(
         i
         for i, variable in enumerate(discriminator.non_trainable_variables)
-        if id(variable) in keys
+        if is_key(variable)
     )
 
 

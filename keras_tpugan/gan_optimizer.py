@@ -68,24 +68,19 @@ class GANOptimizer(keras.optimizers.MultiOptimizer):
             )
         g_opt = _unwrapped(generator_optimizer)
         d_opt = _unwrapped(discriminator_optimizer)
-        g_ids = {id(v) for v in generator_variables}
-
-        # Keras's MultiOptimizer picks an optimizer per variable with a
-        # callable: the generator's variables are known by identity.
-        def optimizer_for(variable):
-            return g_opt if id(variable) in g_ids else d_opt
-
-        super().__init__(optimizer_for, name=name)
-        # The generator's first: the order Keras's callbacks report in.
-        self._inner_optimizers = [g_opt, d_opt]
+        # MultiOptimizer sets its optimizers' loss-scale factor to its own;
+        # each network keeps the one it was given.
+        factors = g_opt.loss_scale_factor, d_opt.loss_scale_factor
+        super().__init__(_NetworkMap(g_opt, d_opt, generator_variables), name=name)
+        g_opt.loss_scale_factor, d_opt.loss_scale_factor = factors
 
     @property
     def learning_rate(self):
-        return self._inner_optimizers[0].learning_rate
+        return self.optimizers[0].learning_rate
 
     @learning_rate.setter
     def learning_rate(self, value):
-        g_opt, d_opt = self._inner_optimizers
+        g_opt, d_opt = self.optimizers
         g_rate = float(keras.ops.convert_to_numpy(g_opt.learning_rate))
         d_rate = float(keras.ops.convert_to_numpy(d_opt.learning_rate))
         ratio = d_rate / g_rate if g_rate else 1.0
@@ -94,15 +89,15 @@ class GANOptimizer(keras.optimizers.MultiOptimizer):
 
     @property
     def iterations(self):
-        return self._inner_optimizers[0].iterations
+        return self.optimizers[0].iterations
 
     def get_config(self):
         return {
             "generator_optimizer": keras.saving.serialize_keras_object(
-                self._inner_optimizers[0]
+                self.optimizers[0]
             ),
             "discriminator_optimizer": keras.saving.serialize_keras_object(
-                self._inner_optimizers[1]
+                self.optimizers[1]
             ),
             "name": self.name,
         }
@@ -120,6 +115,27 @@ class GANOptimizer(keras.optimizers.MultiOptimizer):
 
     def load_own_variables(self, store):
         pass
+
+
+class _NetworkMap(keras.optimizers.OptimizerMap):
+    """The generator's optimizer for its variables (known by identity, not
+    by path: two networks may name their layers alike), the
+    discriminator's for the rest. `MultiOptimizer` lists the mapped
+    optimizer first, then the default: the generator's, then the
+    discriminator's, the order Keras's callbacks report in."""
+
+    def __init__(self, generator_optimizer, discriminator_optimizer, variables):
+        super().__init__(
+            default_optimizer=discriminator_optimizer,
+            optimizer_map={"generator": generator_optimizer},
+        )
+        self.generator_optimizer = generator_optimizer
+        self.generator_ids = {id(v) for v in variables}
+
+    def __call__(self, variable):
+        if id(variable) in self.generator_ids:
+            return self.generator_optimizer
+        return self.default_optimizer
 
 
 def _unwrapped(optimizer):

@@ -1,6 +1,7 @@
 """`KeyedDropout`: dropout whose mask is a hash of (key, example, feature)."""
 
 import math
+import weakref
 
 import keras
 from keras import layers, ops
@@ -9,6 +10,16 @@ from keras import layers, ops
 # found by C. Wellons' hash-prospector), whose output bits look independent.
 # The multipliers of `hash_uint32` (also `epoch_batches.hash_uint32`'s).
 HASH_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
+
+# Every `KeyedDropout`'s key variable, by id, for as long as it lives: how a
+# GAN finds the keys among its discriminator's variables, wherever the
+# layers sit (`is_key`).
+_KEYS = weakref.WeakValueDictionary()
+
+
+def is_key(variable):
+    """Whether `variable` is the key variable of a `KeyedDropout` layer."""
+    return _KEYS.get(id(variable)) is variable
 
 
 def hash_uint32(x):
@@ -98,6 +109,7 @@ class KeyedDropout(layers.Layer):
             initializer="zeros",
             trainable=False,
         )
+        _KEYS[id(self.key)] = self.key
 
     def call(self, inputs, training=False):
         if not training or self.rate == 0.0:

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_tpugan import internals
+
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
 class LARS(keras.optimizers.Optimizer):
@@ -75,6 +77,9 @@ class LARS(keras.optimizers.Optimizer):
             return
         super().build(var_list)
         self.velocities = self.add_optimizer_variables(var_list, "velocity")
+        # Decided here, on the Keras variables: `update_step` may be given
+        # the backend's own variable (TensorFlow's), which has no path.
+        self._adapt = [self._adapted(v) for v in var_list]
 
     def _adapted(self, variable):
         if len(variable.shape) <= 1:
@@ -86,8 +91,9 @@ class LARS(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
-        velocity = self.velocities[self._get_variable_index(variable)]
-        if self._adapted(variable):
+        index = internals.variable_index(self, variable)
+        velocity = self.velocities[index]
+        if self._adapt[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             g_norm = ops.sqrt(ops.sum(ops.square(gradient)))
             ratio = ops.where(

@@ -275,3 +275,30 @@ def test_keras_tuner_objective_on_fcd_takes_the_best_scored_epoch(
     assert trial.status == "COMPLETED"
     scored = [f for f in fcds if np.isfinite(f)]
     assert len(scored) == 2 and trial.score == pytest.approx(min(scored))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        keras.optimizers.Adam,
+        keras.optimizers.AdamW,
+        keras.optimizers.SGD,
+        keras.optimizers.RMSprop,
+        ktg.LARS,
+    ],
+)
+def test_an_unnamed_optimizer_is_named_after_its_network_a_named_one_kept(make):
+    from keras_tpugan.gan_checks import has_default_name
+
+    first, second = make(), make()
+    assert has_default_name(first), first.name
+    assert has_default_name(second), second.name
+    assert not has_default_name(make(name="mine"))
+    gan = tiny_gan(
+        compile_kwargs={
+            "generator_optimizer": make(),
+            "discriminator_optimizer": make(name="mine"),
+        }
+    )
+    assert gan.generator_optimizer.name == "generator_optimizer"
+    assert gan.discriminator_optimizer.name == "mine"

@@ -13,6 +13,7 @@ import time
 
 import keras
 
+from keras_tpugan import internals
 from keras_tpugan.tf_import import tf
 
 # All-reduce implementations across processes (TensorFlow's
@@ -72,23 +73,18 @@ def multi_worker_strategy(
 ):
     """A MultiWorkerMirroredStrategy that waits a bounded time for its peers.
 
-    The strategy's first all-reduce waits for every worker with no limit
-    by default (a wrong address hangs for ever). The limit is the class
-    attribute `_check_health_initial_timeout` (TensorFlow 2.21, no public
-    API), set for the construction only.
+    TensorFlow's processes wait for each other with no limit by default (a
+    wrong address hangs for ever); the limits are set through its
+    coordination service (`internals.configure_multi_worker_start`).
     """
-    from tensorflow.python.distribute import collective_all_reduce_strategy
-
-    _configure_tf_coordination(
+    start = internals.configure_multi_worker_start(
         resolver, start_timeout_seconds, heartbeat_timeout_seconds
     )
-    extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
-    default = extended._check_health_initial_timeout
-    extended._check_health_initial_timeout = start_timeout_seconds
     try:
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=resolver, communication_options=communication
-        )
+        with start:
+            return tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=resolver, communication_options=communication
+            )
     except (RuntimeError, tf.errors.DeadlineExceededError) as e:
         # The registration barrier times out first; the first all-reduce's
         # wait after it.
@@ -101,49 +97,6 @@ def multi_worker_strategy(
             "from at least one of them. Check that every process was started "
             "with the same cluster and that the addresses are reachable."
         ) from e
-    finally:
-        extended._check_health_initial_timeout = default
-
-
-def _configure_tf_coordination(
-    resolver, start_timeout_seconds, heartbeat_timeout_seconds
-):
-    """Bounds how long TensorFlow's processes wait for each other.
-
-    MultiWorkerMirroredStrategy starts TensorFlow's coordination service
-    with no limit on the wait for the other tasks (a wrong address hangs
-    for ever), and no public API sets one. The strategy keeps a service
-    configured before it is made, so this configures it as the strategy
-    would (TensorFlow 2.21's `CollectiveAllReduceExtended`), with the two
-    time-outs.
-    """
-    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
-    from tensorflow.python.distribute import multi_worker_util
-    from tensorflow.python.eager import context
-
-    spec = resolver.cluster_spec()
-    if (
-        not spec.jobs
-        or resolver.task_type not in ("chief", "worker")
-        or context.context().coordination_service is not None
-    ):
-        return
-    spec = multi_worker_util.normalize_cluster_spec(spec)
-    context.context().configure_coordination_service(
-        service_type="standalone",
-        service_leader=multi_worker_util.coordination_leader(spec),
-        coordinated_jobs=[
-            coordination_config_pb2.CoordinatedJob(
-                name=job, num_tasks=spec.num_tasks(job)
-            )
-            for job in ("chief", "worker")
-            if job in spec.jobs
-        ],
-        cluster_register_timeout_in_ms=int(start_timeout_seconds * 1000),
-        heartbeat_timeout_in_ms=int(heartbeat_timeout_seconds * 1000),
-    )
-    # Registration waits for every task, so the time-out bounds the start.
-    context.context().coordination_service.cluster_register_with_barrier = True
 
 
 def cluster_processes():

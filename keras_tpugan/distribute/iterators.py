@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+from keras_tpugan import internals
+
 logger = logging.getLogger("keras_tpugan")
 
 
@@ -190,17 +192,14 @@ def _wait_for_peers(seconds):
     while the other's deletion was still running 10 s later. (A deletion
     can outlast the wait even so; `end_process` then leaves without
     finalizing.)
-    TensorFlow's coordination service, which `MultiWorkerMirroredStrategy`
-    starts, has the barrier; its only Python entry is the eager context's
-    (`tf.distribute` exposes none). A lost peer fails the barrier, or it
-    times out: either way the process goes on ending.
+    The barrier is TensorFlow's coordination service's
+    (`internals.wait_at_barrier`). A lost peer fails it, or it times out:
+    either way the process goes on ending.
     """
-    from tensorflow.python.eager import context
-
     _EXIT_BARRIERS["count"] += 1
     try:
-        context.context().wait_at_barrier(
-            f"keras_tpugan_exit_{_EXIT_BARRIERS['count']}", int(seconds * 1000)
+        internals.wait_at_barrier(
+            f"keras_tpugan_exit_{_EXIT_BARRIERS['count']}", seconds
         )
     except Exception as e:  # a lost peer, a time-out: the exit goes on
         logger.info("exit barrier not passed: %s", e)

@@ -195,6 +195,35 @@ class GANStep:
 
     # ------------------------------------------------------------ helpers
 
+    def training_inputs(self, noise, images, labels, global_batch, augment_p):
+        """The `StepInputs` of one training phase, by keyword.
+
+        Args:
+            noise: The phase's numbers, `(latents, alpha, augment_noise,
+                dropout)`, from the backend's draw.
+            images: This replica's real images, or None for the generator's
+                phase (which uses no interpolation weights either).
+            labels: Its labels, or None.
+            global_batch: Examples over all replicas (the loss divisor).
+            augment_p: The augmentation probability now, or None.
+
+        Returns:
+            A `StepInputs` with `loss_scale=1.0` and `training=True`.
+        """
+        latents, alpha, augment_noise, dropout = noise
+        return StepInputs(
+            images=images,
+            labels=labels,
+            latents=latents,
+            alpha=None if images is None else alpha,
+            global_batch=global_batch,
+            loss_scale=1.0,
+            training=True,
+            augment_noise=augment_noise,
+            augment_p=augment_p,
+            dropout=dropout,
+        )
+
     def ema_rate(self, step, global_batch):
         """The EMA decay of step `step` (0-based), whose batch is `global_batch`.
 
@@ -362,13 +391,14 @@ def batch_normalizations(*models):
     return [
         layer
         for model in models
-        for layer in _all_layers(model)
+        for layer in all_layers(model)
         if isinstance(layer, keras.layers.BatchNormalization)
     ]
 
 
-def _all_layers(model):
-    """Every layer of a model, nested models' layers included."""
+def all_layers(model):
+    """Every layer of a model, nested models' layers included (the public
+    `layers` of each)."""
     for layer in getattr(model, "layers", ()):
         yield layer
-        yield from _all_layers(layer)
+        yield from all_layers(layer)

@@ -55,28 +55,20 @@ class JAXGANStep(GANStep):
         p = state.get("augment_p")[0] if self.augment is not None else None
         if self.update == "simultaneous":
             # 2.+3. Train both networks from one generator forward.
-            latents, alpha, aug, drop = self._draw_noise(step, 0, global_batch)
-            inputs = StepInputs(
-                images, labels, latents, alpha, divisor, 1.0, True, aug, p, drop
-            )
-            d_stats, g_loss = self._train_both(state, inputs)
-            d_stats = [d_stats]
+            noise = self._draw_noise(step, 0, global_batch)
+            inputs = self.training_inputs(noise, images, labels, divisor, p)
+            d_stat, g_loss = self._train_both(state, inputs)
+            d_stats = [d_stat]
         else:
             # 2. Train the discriminator, fresh latents for each of its steps.
             d_stats = []
             for k in range(self.discriminator_steps):
-                latents, alpha, aug, drop = self._draw_noise(step, k, global_batch)
-                inputs = StepInputs(
-                    images, labels, latents, alpha, divisor, 1.0, True, aug, p, drop
-                )
+                noise = self._draw_noise(step, k, global_batch)
+                inputs = self.training_inputs(noise, images, labels, divisor, p)
                 d_stats.append(self._train_discriminator(state, inputs))
             # 3. Train the generator once.
-            latents, _, aug, drop = self._draw_noise(
-                step, self.discriminator_steps, global_batch
-            )
-            inputs = StepInputs(
-                None, labels, latents, None, divisor, 1.0, True, aug, p, drop
-            )
+            noise = self._draw_noise(step, self.discriminator_steps, global_batch)
+            inputs = self.training_inputs(noise, None, labels, divisor, p)
             g_loss = self._train_generator(state, inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
         self._update_ema(state, step, divisor)
@@ -94,7 +86,13 @@ class JAXGANStep(GANStep):
         divisor = float(global_batch)
         latents, alpha, _ = self._validation_noise(state, global_batch)
         inputs = StepInputs(
-            images, labels, latents, alpha, divisor, 1.0, training=False
+            images=images,
+            labels=labels,
+            latents=latents,
+            alpha=alpha,
+            global_batch=divisor,
+            loss_scale=1.0,
+            training=False,
         )
         # 2. Both objectives, the networks in inference mode; nothing trains.
         d_stats, g_loss = self.held_out_stats(self._network_values(state), inputs)

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_tpugan import distribute, keyed_dropout
 from keras_tpugan.augment import NOISE_SIZE
+from keras_tpugan.internals import TensorFlowTrainerHooks
 from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
@@ -13,7 +14,7 @@ from keras_tpugan.trainers.base import (
 )
 
 
-class TensorFlowGANStep(GANStep):
+class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
     """The GAN's training step on the TensorFlow backend: `train_step(data)`.
 
     Keras's TensorFlow trainer runs `train_step` once per replica inside
@@ -38,127 +39,47 @@ class TensorFlowGANStep(GANStep):
         """The `tf.distribute.Strategy` the GAN was built under."""
         return self.distribute_strategy
 
+    @property
+    def process_count(self):
+        """How many processes the strategy spans."""
+        return distribute.process_count(self.distribute_strategy)
+
     def train_step(self, data):
-        # 1. Unpack this replica's share of the global batch and draw its
-        #    numbers, outside XLA (stateless RNG gives others inside it).
+        # 1. This replica's share of the global batch, and the step's random
+        #    numbers for the whole global batch, drawn outside XLA (stateless
+        #    RNG draws other numbers inside it).
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
+        divisor = tf.cast(global_batch, "float32")
         streams = 1 if self.update == "simultaneous" else self.discriminator_steps + 1
         noise = [
             self._draw_noise(stream, local_batch, global_batch)
             for stream in range(streams)
         ]
-        # 2.-4. Train D, then G, then update the rest (`_update`): one XLA
-        # program on one device, the gradients alone in XLA on several.
-        return self._compiled_update(
-            images, labels, noise, tf.cast(global_batch, "float32")
-        )
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Keras's TensorFlow trainer builds from the first batch, and when it
-        # is distributed turns it into one tensor with a single
-        # `strategy.reduce` over the whole batch; for `(images, labels)`
-        # MultiWorkerMirroredStrategy's collectives refuse the tuple (a
-        # conditional GAN could not fit on several processes). Only shapes
-        # are needed: take the first local replica's part of each tensor.
-        if self._distribute_strategy is None:  # as Keras: built when traced
-            return
-        if iterator is not None and data_batch is None:
-            for _, _, batches in iterator:
-                first = next(batches, None)  # None: empty, reported by `fit`
-                if first is not None:
-                    data_batch = tf.nest.map_structure(self._first_local_part, first)
-                break
-        super()._maybe_symbolic_build(data_batch=data_batch)
-
-    def _make_function(self, step_function):
-        # Keras's TensorFlow trainer reduces every logged value of every step
-        # across workers with its own all-reduce (reduction "auto", i.e.
-        # "mean", whatever `distribute_reduction_method` says): one
-        # collective per logged value, which on two CPU processes took half
-        # of each step. The step's values are all-reduced already (one
-        # collective, `_all_reduced`), so every replica holds the same logs:
-        # take the first local replica's ("first", as Keras does on TPUs).
-        if distribute.process_count(self.distribute_strategy) == 1:
-            return super()._make_function(step_function)
-        strategy = self.distribute_strategy
-
-        def one_step_on_iterator(iterator):
-            outputs = strategy.run(step_function, args=(next(iterator),))
-            return tf.nest.map_structure(self._first_local_part, outputs)
-
-        if not self.run_eagerly:
-            one_step_on_iterator = tf.function(
-                one_step_on_iterator, reduce_retracing=True, autograph=False
-            )
-        return one_step_on_iterator
-
-    def get_metrics_result(self):
-        """The metrics' values as a dict; see `keras.Model.get_metrics_result`.
-
-        Keras reads every metric at the end of each epoch and evaluation.
-        Read outside a step, a metric variable is summed over the replicas:
-        across processes that is one eager all-reduce per variable, which
-        took from 0.02 s to over 3 s per read-out on two CPU processes. The
-        trackers are fed all-reduced values, so every replica's hold the
-        run's numbers: across processes they are read in a replica context,
-        where each reads its own, and the first local replica's are returned.
-        """
-        if distribute.process_count(self.distribute_strategy) == 1:
-            return super().get_metrics_result()
-        results = self._on_each_replica("_read_metrics", super().get_metrics_result)
-        return tf.nest.map_structure(self._first_local_part, results)
-
-    def reset_metrics(self):
-        """Resets the metrics; see `keras.Model.reset_metrics`.
-
-        Keras resets them before every epoch and evaluation. Assigned outside
-        a step, a metric variable is first read, so across processes each
-        reset was an eager all-reduce per variable (as in
-        `get_metrics_result`); there each replica resets its own, in a
-        replica context.
-        """
-        if distribute.process_count(self.distribute_strategy) == 1:
-            return super().reset_metrics()
-        self._on_each_replica("_reset_metrics", super().reset_metrics)
-
-    def _on_each_replica(self, name, fn):
-        """Runs `fn` on every replica, in a replica context (a `tf.function`
-        kept in `self._replica_functions[name]`, traced once per compile)."""
-        functions = self._replica_functions
-        if name not in functions:
-            strategy = self.distribute_strategy
-            functions[name] = tf.function(lambda: strategy.run(fn), autograph=False)
-        return functions[name]()
-
-    def _first_local_part(self, value):
-        if isinstance(value, tf.distribute.DistributedValues):
-            return self.strategy.experimental_local_results(value)[0]
-        return value
+        # The XLA boundary. On one device steps 2-4 (`_update`, next) are one
+        # XLA program. Under several replicas only each network's gradients
+        # are (`_gradients`): XLA cannot hold the optimizer updates' sums
+        # across replicas.
+        update = self._xla(self._update) if self.xla_whole_step else self._update
+        return update(images, labels, noise, divisor)
 
     def _update(self, images, labels, noise, divisor):
+        """Steps 2-4 of `train_step`: both networks, then the rest."""
         p = self._augment_probability()
         if self.update == "simultaneous":
             # 2.+3. Train both networks from one generator forward.
-            latents, alpha, aug, drop = noise[0]
-            inputs = StepInputs(
-                images, labels, latents, alpha, divisor, None, True, aug, p, drop
-            )
-            d_stats, g_loss = self._train_both(inputs)
-            d_stats = [d_stats]
+            inputs = self.training_inputs(noise[0], images, labels, divisor, p)
+            d_stat, g_loss = self._train_both(inputs)
+            d_stats = [d_stat]
         else:
             # 2. Train the discriminator, fresh latents for each of its steps.
             d_stats = []
             for k in range(self.discriminator_steps):
-                latents, alpha, aug, drop = noise[k]
-                inputs = StepInputs(
-                    images, labels, latents, alpha, divisor, None, True, aug, p, drop
-                )
+                inputs = self.training_inputs(noise[k], images, labels, divisor, p)
                 d_stats.append(self._train_discriminator(inputs))
             # 3. Train the generator once.
-            latents, _, aug, drop = noise[self.discriminator_steps]
-            inputs = StepInputs(
-                None, labels, latents, None, divisor, None, True, aug, p, drop
+            inputs = self.training_inputs(
+                noise[self.discriminator_steps], None, labels, divisor, p
             )
             g_loss = self._train_generator(inputs)
         # 4. Update the EMA, the step counter, the augmentation and metrics.
@@ -168,24 +89,12 @@ class TensorFlowGANStep(GANStep):
         logs = self._update_metrics(logged, divisor)
         return self._adapt_augmentation(logs, p, logged, divisor)
 
-    def test_step(self, data):
-        # 1. Unpack this replica's share of the held-out batch.
-        images, labels = self.unpack_batch(data)
-        local_batch, global_batch = self._batch_sizes(images)
-        divisor = tf.cast(global_batch, "float32")
-        latents, alpha, _ = self._validation_noise(local_batch, global_batch)
-        inputs = StepInputs(
-            images, labels, latents, alpha, divisor, 1.0, training=False
-        )
-        # 2. Both objectives, the networks in inference mode; nothing trains.
-        d_stats, g_loss = self.held_out_stats(self._network_values(), inputs)
-        # 3. Update the metrics.
-        return self._update_metrics(self._all_reduced(d_stats, g_loss), divisor)
-
     def _train_discriminator(self, inputs):
         opt = self.discriminator_optimizer
         inputs = inputs._replace(loss_scale=opt.scale_loss(tf.constant(1.0)))
-        grads, (d_state, g_state, stats) = self._discriminator_grads(
+        grads, (d_state, g_state, stats) = self._gradients(
+            self._discriminator_gradients
+        )(
             _values(self.discriminator.trainable_variables),
             self._network_values(),
             inputs,
@@ -198,7 +107,7 @@ class TensorFlowGANStep(GANStep):
     def _train_generator(self, inputs):
         opt = self.generator_optimizer
         inputs = inputs._replace(loss_scale=opt.scale_loss(tf.constant(1.0)))
-        grads, (g_state, g_loss) = self._generator_grads(
+        grads, (g_state, g_loss) = self._gradients(self._generator_gradients)(
             _values(self.generator.trainable_variables),
             self._network_values(),
             inputs,
@@ -209,12 +118,15 @@ class TensorFlowGANStep(GANStep):
 
     def _train_both(self, inputs):
         d_opt, g_opt = self.discriminator_optimizer, self.generator_optimizer
-        (d_grads, g_grads), (d_state, g_state, stats, g_loss) = self._joint_grads(
+        grads, (d_state, g_state, stats, g_loss) = self._gradients(
+            self._joint_gradients
+        )(
             _values(self.discriminator.trainable_variables),
             _values(self.generator.trainable_variables),
             self._network_values(),
             inputs,
         )
+        d_grads, g_grads = grads
         _assign(self.discriminator.non_trainable_variables, d_state)
         _assign(self.generator.non_trainable_variables, g_state)
         d_opt.apply(
@@ -222,6 +134,93 @@ class TensorFlowGANStep(GANStep):
         )
         g_opt.apply(self._for_all_reduce(g_grads), self.generator.trainable_variables)
         return stats, g_loss
+
+    def _gradients(self, gradients):
+        """`gradients`, as its own XLA program where the step is not one.
+
+        With XLA on under several replicas, each network's gradients are
+        compiled apart (the optimizer updates stay outside XLA); on one
+        device they are part of the step's program; without XLA, as is.
+        """
+        if self.xla and not self.xla_whole_step:
+            return self._xla(gradients)
+        return gradients
+
+    def _xla(self, fn):
+        """`fn` as a `tf.function(jit_compile=True)`, traced once per compile.
+
+        The step branches and loops on Python values only (its settings), so
+        it is traced as written, without AutoGraph's rewrite of every
+        function it calls (a few CPU-seconds per trace).
+        """
+        functions = self._xla_functions
+        if fn.__name__ not in functions:
+            functions[fn.__name__] = tf.function(fn, jit_compile=True, autograph=False)
+        return functions[fn.__name__]
+
+    def get_metrics_result(self):
+        """The metrics' values as a dict; see `keras.Model.get_metrics_result`.
+
+        Keras reads every metric at the end of each epoch and evaluation.
+        Read outside a step, a metric variable is summed over the replicas:
+        across processes that is one eager all-reduce per variable, which
+        took from 0.02 s to over 3 s per read-out on two CPU processes. The
+        trackers are fed all-reduced values, so every replica's hold the
+        run's numbers: across processes they are read in a replica context,
+        where each reads its own, and the first local replica's are returned.
+        """
+        if self.process_count == 1:
+            return super().get_metrics_result()
+        results = self._on_each_replica("_read_metrics", super().get_metrics_result)
+        return tf.nest.map_structure(self.first_local_part, results)
+
+    def reset_metrics(self):
+        """Resets the metrics; see `keras.Model.reset_metrics`.
+
+        Keras resets them before every epoch and evaluation. Assigned outside
+        a step, a metric variable is first read, so across processes each
+        reset was an eager all-reduce per variable (as in
+        `get_metrics_result`); there each replica resets its own, in a
+        replica context.
+        """
+        if self.process_count == 1:
+            return super().reset_metrics()
+        self._on_each_replica("_reset_metrics", super().reset_metrics)
+
+    def _on_each_replica(self, name, fn):
+        """Runs `fn` on every replica, in a replica context (a `tf.function`
+        kept in `self._replica_functions[name]`, traced once per compile)."""
+        functions = self._replica_functions
+        if name not in functions:
+            strategy = self.distribute_strategy
+            functions[name] = tf.function(lambda: strategy.run(fn), autograph=False)
+        return functions[name]()
+
+    def first_local_part(self, value):
+        """`value`'s first local replica's part, or `value` when not distributed."""
+        if isinstance(value, tf.distribute.DistributedValues):
+            return self.strategy.experimental_local_results(value)[0]
+        return value
+
+    def test_step(self, data):
+        # 1. Unpack this replica's share of the held-out batch.
+        images, labels = self.unpack_batch(data)
+        local_batch, global_batch = self._batch_sizes(images)
+        divisor = tf.cast(global_batch, "float32")
+        latents, alpha, _ = self._validation_noise(local_batch, global_batch)
+        inputs = StepInputs(
+            images=images,
+            labels=labels,
+            latents=latents,
+            alpha=alpha,
+            global_batch=divisor,
+            loss_scale=1.0,
+            training=False,
+        )
+        # 2. Both objectives, the networks in inference mode; nothing trains.
+        d_stats, g_loss = self.held_out_stats(self._network_values(), inputs)
+        # 3. Update the metrics.
+        return self._update_metrics(self._all_reduced(d_stats, g_loss), divisor)
 
     def _for_all_reduce(self, grads):
         """This replica's gradients, in the type they cross the replicas in.
@@ -398,25 +397,7 @@ class TensorFlowGANStep(GANStep):
                 (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy),
             )
         )
-        # The step branches and loops on Python values only (its settings):
-        # traced as written, without AutoGraph's rewrite of every function
-        # it calls, which took a few CPU-seconds per trace.
-        jit = tf.function(jit_compile=True, autograph=False)
-        per_replica = self.xla and not self.xla_whole_step
-        self._discriminator_grads = (
-            jit(self._discriminator_gradients)
-            if per_replica
-            else self._discriminator_gradients
-        )
-        self._generator_grads = (
-            jit(self._generator_gradients) if per_replica else self._generator_gradients
-        )
-        self._joint_grads = (
-            jit(self._joint_gradients) if per_replica else self._joint_gradients
-        )
-        self._compiled_update = (
-            jit(self._update) if self.xla_whole_step else self._update
-        )
+        self._xla_functions = {}  # traced again for the new settings
         # Keras's own step stays un-jitted: the draw above stays outside XLA.
         keras.Model.compile(
             self,

@@ -1,0 +1,123 @@
+"""The Keras and TensorFlow internals the package uses are all in
+`keras_tpugan/internals.py`, and each is still there in these versions: a
+failure here names the entry to revisit after an upgrade."""
+
+import inspect
+import pathlib
+import re
+
+import keras
+import numpy as np
+import pytest
+
+import keras_tpugan as ktg
+from keras_tpugan import internals
+
+pytestmark = pytest.mark.both_backends
+
+PACKAGE = pathlib.Path(ktg.__file__).parent
+
+# What reaches into a library's private modules or names (comments and
+# docstrings aside): imports of its private packages, and the private
+# attributes of Keras's or TensorFlow's objects the package has used.
+PRIVATE = re.compile(
+    r"^\s*(from|import)\s+(keras\.src|tensorflow\.python|tensorflow\.compiler)"
+    r"|\._(get_variable_index|flatten_layers|maybe_symbolic_build|make_function"
+    r"|inner_optimizers|check_health_initial_timeout|use_cached_eval_dataset)\b"
+    r"|context\(\)\.(wait_at_barrier|configure_coordination_service)\("
+)
+
+
+def _code_lines(path):
+    """The lines of `path` that are code: docstrings and comments dropped."""
+    text = path.read_text()
+    text = re.sub(r'"""(.|\n)*?"""', lambda m: "\n" * m.group(0).count("\n"), text)
+    return [line.split("#")[0] for line in text.splitlines()]
+
+
+def test_internals_are_used_in_internals_py_only():
+    found = {
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "internals.py"
+        for number, line in enumerate(_code_lines(path), 1)
+        if PRIVATE.search(line)
+    }
+    assert found == set()
+    # And internals.py does use each of them.
+    own = "\n".join(_code_lines(PACKAGE / "internals.py"))
+    for name in ("keras.src", "_get_variable_index", "_maybe_symbolic_build"):
+        assert name in own
+
+
+def test_1_keras_has_its_metrics_list_type():
+    assert internals.MetricsList is not None, (
+        "internals 1: keras.src.trainers.compile_utils.MetricsList is gone; "
+        "Keras's callbacks can no longer learn the scores' directions from it"
+    )
+    from keras.src.callbacks import monitor_callback
+
+    assert "MetricsList" in inspect.getsource(monitor_callback), (
+        "internals 1: MonitorCallback no longer looks into MetricsList"
+    )
+
+
+@pytest.mark.tensorflow_only
+def test_2_3_the_tensorflow_trainer_has_the_hooked_methods():
+    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+
+    build = inspect.signature(TensorFlowTrainer._maybe_symbolic_build)
+    assert list(build.parameters) == ["self", "iterator", "data_batch"], (
+        "internals 2: TensorFlowTrainer._maybe_symbolic_build changed"
+    )
+    make = inspect.signature(TensorFlowTrainer._make_function)
+    assert list(make.parameters) == ["self", "step_function"], (
+        "internals 3: TensorFlowTrainer._make_function changed"
+    )
+    assert 'reduction="auto"' in inspect.getsource(TensorFlowTrainer._make_function)
+    # The GAN's step overrides both, from the one place.
+    assert (
+        ktg.GAN._maybe_symbolic_build
+        is internals.TensorFlowTrainerHooks.__dict__["_maybe_symbolic_build"]
+    )
+    assert (
+        ktg.GAN._make_function
+        is internals.TensorFlowTrainerHooks.__dict__["_make_function"]
+    )
+
+
+def test_4_an_optimizer_finds_a_variables_slot_by_its_index():
+    variables = [keras.Variable(np.zeros((2,)), name=n) for n in ("a", "b", "c")]
+    optimizer = keras.optimizers.SGD()
+    optimizer.build(variables)
+    assert [internals.variable_index(optimizer, v) for v in variables] == [0, 1, 2]
+
+
+@pytest.mark.tensorflow_only
+def test_5_6_tensorflows_coordination_service_entries_exist():
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import (
+        collective_all_reduce_strategy,
+        multi_worker_util,
+    )
+    from tensorflow.python.eager import context
+
+    extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
+    assert isinstance(extended._check_health_initial_timeout, int | float), (
+        "internals 5: CollectiveAllReduceExtended._check_health_initial_timeout"
+    )
+    configure = inspect.signature(context.Context.configure_coordination_service)
+    for name in (
+        "service_type",
+        "service_leader",
+        "coordinated_jobs",
+        "cluster_register_timeout_in_ms",
+        "heartbeat_timeout_in_ms",
+    ):
+        assert name in configure.parameters, f"internals 5: {name}"
+    assert callable(multi_worker_util.coordination_leader)
+    assert coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)
+    barrier = inspect.signature(context.Context.wait_at_barrier)
+    assert list(barrier.parameters)[1:] == ["barrier_id", "timeout_in_ms"], (
+        "internals 6: Context.wait_at_barrier changed"
+    )
