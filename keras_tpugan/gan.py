@@ -1,25 +1,29 @@
-"""`GAN`: a `keras.Model` whose `train_step` makes the adversarial updates."""
+"""`GAN`: the adversarial `keras.Model`: its settings, `compile`, `fit`,
+`evaluate`, `generate` and saving.
+
+Its `train_step` is in `keras_tpugan.trainers` (one per backend), what `fit`
+checks of its input in `fit_input`. At 580 lines it is over the package's
+400: it is the public class, whose methods read best side by side.
+"""
 
 import contextlib
 import inspect
-import warnings
 import weakref
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_tpugan import data as data_lib
 from keras_tpugan import (
     directions,
     distribute,
+    fit_input,
     gan_checks,
     penalties,
     precision,
 )
 from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
-from keras_tpugan.data.epoch_batches import underlying
 from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.latents import class_labels, seeded_latents
 from keras_tpugan.tf_import import is_dataset
@@ -33,31 +37,15 @@ class GAN(BackendGANStep, keras.Model):
 
     `train_step` draws the latents, trains the discriminator
     `discriminator_steps` times, trains the generator once and updates the
-    metrics. It is correct on any number of replicas:
-
-    - every loss is summed per example and divided by the GLOBAL batch, so
-      the gradients that `tf.distribute` sums over the replicas are those of
-      the true mean, and every logged value is all-reduced, so it is the
-      per-example mean over the global batch whatever the replica count and
-      the strategy;
-    - the latents are a function of `(seed, step, index of the example in
-      the global batch)`: reproducible, distinct across replicas, and the
-      same for the same global batch on 1, 2 or 1,000 replicas. They are
-      drawn outside XLA, so runs with and without XLA agree;
-    - with `jit_compile=True` the per-replica gradient computation is
-      compiled with XLA while the cross-replica reductions stay outside it,
-      so XLA also works under a multi-GPU `MirroredStrategy` (on a TPU the
-      whole step is compiled anyway).
-
-    It runs on Keras's TensorFlow backend (under a `tf.distribute`
-    strategy) and on its JAX backend (under a
-    `keras.distribution.DataParallel`, where the whole step is compiled
-    with `jax.jit` and sees the global batch sharded over the devices); the
-    objectives are shared: `keras_tpugan.trainers.base.GANStep` holds them
-    with the contract between the GAN and its step, and
-    `keras_tpugan.trainers` one step per backend. Build and compile it
-    inside the scope of `keras_tpugan.distribute.get_strategy()`, which
-    returns the right one.
+    metrics, with the same results on any number of replicas, with or
+    without XLA: every loss is divided by the GLOBAL batch, every logged
+    value is all-reduced, and the latents are a function of `(seed, step,
+    example in the global batch)`. The step is written once per backend
+    (`keras_tpugan.trainers`: TensorFlow under a `tf.distribute` strategy,
+    JAX under a `keras.distribution.DataParallel`); `trainers/base.py`
+    holds the shared objectives and the contract between the GAN and its
+    step. Build and compile it inside the scope of
+    `keras_tpugan.distribute.get_strategy()`, which returns the right one.
 
     Args:
         generator: A `keras.Model` from latents (and labels, when
@@ -352,21 +340,23 @@ class GAN(BackendGANStep, keras.Model):
         Returns:
             A `keras.callbacks.History`.
         """
-        self._check_fit_input(x, y, batch_size)
-        self._check_generated_range()
+        fit_input.check_fit_input(self, x, y, batch_size)
+        fit_input.check_generated_range(self)
         if is_dataset(x):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
             x = distribute.shard_over_processes(x, self.strategy)
         elif isinstance(x, keras.utils.PyDataset):
             kwargs.setdefault("shuffle", False)  # keep the order it gives
-        epochs_begun = _DataEpoch()
-        kwargs["callbacks"] = _ordered_callbacks(kwargs.get("callbacks"), epochs_begun)
+        epochs_begun = fit_input.DataEpoch()
+        kwargs["callbacks"] = fit_input.ordered_callbacks(
+            kwargs.get("callbacks"), epochs_begun
+        )
         validation = kwargs.get("validation_data")
         if validation is not None:
             if isinstance(validation, tuple):
-                self._check_first_batch(*validation[:2])
+                fit_input.check_first_batch(self, *validation[:2])
             else:
-                self._check_first_batch(validation, None)
+                fit_input.check_first_batch(self, validation, None)
             if is_dataset(validation):
                 kwargs["validation_data"] = distribute.shard_over_processes(
                     validation, self.strategy
@@ -382,13 +372,13 @@ class GAN(BackendGANStep, keras.Model):
             # `logs` are never set).
             if "'logs'" not in str(e):
                 raise
-            raise _empty_dataset_error() from e
+            raise fit_input.empty_dataset_error() from e
         finally:
             self._fitting = False
             # Keras has dropped its iterators of a multi-process dataset.
             distribute.release_unused_iterators()
         if epochs_begun.count and not epochs_begun.batches:
-            raise _empty_dataset_error()
+            raise fit_input.empty_dataset_error()
         return history
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
@@ -418,7 +408,7 @@ class GAN(BackendGANStep, keras.Model):
         """
         from_fit = self._fitting  # `fit` checked its validation data
         if not from_fit:
-            self._check_fit_input(x, y, batch_size)
+            fit_input.check_fit_input(self, x, y, batch_size)
         try:
             with self._distribution_scope(x):
                 return super().evaluate(x, y, batch_size=batch_size, **kwargs)
@@ -529,94 +519,6 @@ class GAN(BackendGANStep, keras.Model):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         return optimizer
 
-    def _check_fit_input(self, x, y, batch_size):
-        replicas = distribute.num_replicas(self.strategy)
-        first_batch = None
-        batches = underlying(x)  # an EpochBatches, or one repeated
-        if batches is not None:
-            global_batch = batches.batch_size
-        elif isinstance(x, keras.utils.PyDataset):
-            first_batch = _first_batch(x)
-            if first_batch is None:
-                raise ValueError(
-                    "Expected a dataset that yields batches; this "
-                    f"{type(x).__name__} is empty (0 batches). Check its size "
-                    "against the batch size."
-                )
-            global_batch = int(np.shape(keras.tree.flatten(first_batch)[0])[0])
-        elif is_dataset(x):
-            if int(x.cardinality()) == 0:
-                raise ValueError(
-                    "Expected a dataset that yields batches; this one is "
-                    "empty (cardinality 0). Check its size against the batch "
-                    "size: batches are dropped when `drop_remainder=True`."
-                )
-            spec = keras.tree.flatten(x.element_spec)[0]
-            global_batch = spec.shape[0] if spec.shape.rank else None
-            if global_batch is None and replicas > 1:
-                raise ValueError(
-                    f"Expected a dataset with a fixed global batch size under "
-                    f"{replicas} replicas. Received: element_spec "
-                    f"{x.element_spec} (unknown batch size). Batch it with "
-                    "`drop_remainder=True`, as `keras_tpugan.data.load_images` "
-                    "does."
-                )
-        else:
-            global_batch = batch_size or 32
-        if global_batch is not None:
-            distribute.check_global_batch(global_batch, self.strategy)
-        self._check_first_batch(x, y, first_batch)
-
-    def _check_first_batch(self, x, y, first_batch=None):
-        """Checks the data's conventions once, on its first batch only.
-
-        Nothing is checked per step (an accelerator would pay for it);
-        `load_images` data is not looked at (it is made to the conventions).
-        Reading one batch of a dataset with `.cache()` upstream is safe:
-        TensorFlow discards a partly filled cache rather than truncate it.
-        `first_batch` is the dataset's first batch when the caller has
-        already read it.
-        """
-        if not (isinstance(x, keras.utils.PyDataset) or is_dataset(x)):
-            self._check_conventions(x, y)
-            return
-        if data_lib.is_normalized(x) or x in self._checked_datasets:
-            return
-        if first_batch is None:
-            first_batch = _first_batch(x)
-        if first_batch is None:
-            return  # empty: `fit` says so
-        images, labels, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
-        self._check_conventions(images, labels)
-        self._checked_datasets.add(x)  # once per dataset, not per fit
-
-    def _check_generated_range(self):
-        """Warns once when the generator's first batch has no negative pixel."""
-        if self._checked_output_range:
-            return
-        self._checked_output_range = True
-        # numpy latents from their own seed: the GAN's random state is untouched.
-        images = self.generate(8, seed=0, use_ema=False)
-        gan_checks.warn_one_sided_samples(self.generator, images, stacklevel=4)
-
-    def _check_conventions(self, x, y):
-        if x is None or "int" in str(getattr(x, "dtype", "")):
-            return  # integer images are refused in the step, with the fix
-        images = keras.ops.convert_to_numpy(x)
-        if self.num_classes is not None and y is not None:
-            gan_checks.check_labels(keras.ops.convert_to_numpy(y), self.num_classes)
-        if images.size and not self._warned_range:
-            low, high = float(np.nanmin(images)), float(np.nanmax(images))
-            # A batch of [-1, 1] images without one negative pixel is not
-            # plausible: it is [0, 1] data.
-            if (
-                low < -1.0 - gan_checks.RANGE_SLACK
-                or high > 1.0 + gan_checks.RANGE_SLACK
-                or low >= 0
-            ):
-                self._warned_range = True
-                warnings.warn(gan_checks.range_message(low, high), stacklevel=4)
-
     # ------------------------------------------------------------ saving
 
     def get_config(self):
@@ -680,89 +582,3 @@ def _own_metrics(gan):
     return list(gan.trackers) + directions.declarations(
         tuple(directions.DIRECTIONS.items())
     )
-
-
-def _first_batch(data):
-    """The first batch of a `PyDataset` or `tf.data.Dataset`; None when empty.
-
-    A `PyDataset`'s batch that is not a tuple is the images alone.
-    """
-    if isinstance(data, keras.utils.PyDataset):
-        if data.num_batches == 0:
-            return None
-        batch = data[0]
-        return batch if isinstance(batch, tuple) else (batch,)
-    try:
-        return next(iter(data.take(1)))
-    except StopIteration:
-        return None
-
-
-def _empty_dataset_error():
-    return ValueError(
-        "Expected the dataset to yield at least one batch, but it yielded "
-        "nothing: check its size against the batch size (batches are "
-        "dropped when `drop_remainder=True`)."
-    )
-
-
-def _ordered_callbacks(callbacks, first):
-    """`callbacks` (a list or a `CallbackList`) ordered to run as `fit` needs.
-
-    `first`, then the callbacks that add to the logs (a `log_order`, lowest
-    first), then the others in their given order.
-    """
-
-    def ordered(items):
-        producers = [c for c in items if getattr(c, "log_order", None) is not None]
-        producers.sort(key=lambda c: c.log_order)
-        return [first, *producers, *(c for c in items if c not in producers)]
-
-    if isinstance(callbacks, keras.callbacks.CallbackList):
-        # With History, which `fit` returns (Keras adds it to plain lists only).
-        merged = keras.callbacks.CallbackList(
-            ordered(callbacks.callbacks), add_history=True, model=callbacks.model
-        )
-        merged.set_params(callbacks.params)
-        return merged
-    return ordered(list(callbacks or []))
-
-
-class _DataEpoch(keras.callbacks.Callback):
-    """Keys the shuffle order of `load_images` data on the epoch; counts
-    epochs and the batches of the last one; logs both networks' learning
-    rates (`g_learning_rate`, `d_learning_rate`, the rates the epoch trained
-    with).
-
-    `data.set_epoch` is public: a loop that iterates the data by hand calls
-    it itself.
-    """
-
-    # Its batch hook only counts: Keras may call it from a thread, and need
-    # not wait for each step's logs (JAX dispatches steps ahead so).
-    async_safe = True
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-        self.batches = 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        data_lib.set_epoch(epoch)
-        self.count += 1
-        self.batches = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        # Counted here, not read from the trackers: across processes a
-        # metric read outside the step is an all-reduce.
-        self.batches += 1
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is None:
-            return
-        for prefix, optimizer in (
-            ("g", self.model.generator_optimizer),
-            ("d", self.model.discriminator_optimizer),
-        ):
-            rate = keras.ops.convert_to_numpy(optimizer.learning_rate)
-            logs[f"{prefix}_learning_rate"] = float(rate)

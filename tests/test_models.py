@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_tpugan import models
+from keras_tpugan.models import resnet
 
 pytestmark = pytest.mark.both_backends
 
@@ -127,7 +128,7 @@ def test_resnet_upsampling_is_nearest_neighbour_and_conditioning_matters():
     """Slow on JAX (about 10-30 s): a conditional ResNet generator and
     discriminator at 16x16 are built and run eagerly, op by op."""
     inputs = keras.Input((4, 4, 16))
-    upsample = keras.Model(inputs, models._upsample(inputs))
+    upsample = keras.Model(inputs, resnet.upsample(inputs))
     x = np.random.default_rng(0).normal(size=(2, 4, 4, 16)).astype("float32")
     expected = np.repeat(np.repeat(x, 2, axis=1), 2, axis=2)
     np.testing.assert_array_equal(np.asarray(upsample(x)), expected)

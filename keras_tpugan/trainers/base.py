@@ -1,17 +1,15 @@
 """`GANStep`: the contract of the GAN's training step, and its shared maths.
 
 Where to read the step: `keras_tpugan.GAN` inherits `GANStep` through one
-backend subclass, picked when Keras picks its backend:
+backend subclass, picked when Keras picks its backend: `TensorFlowGANStep`
+(`trainers/tf_step.py`: `train_step(data)`, run once per replica by
+`tf.distribute`) or `JAXGANStep` (`trainers/jax_step.py`: `train_step(state,
+data)`, compiled by `jax.jit` over a `keras.distribution` mesh).
 
-- `TensorFlowGANStep` (`trainers/tf_step.py`): `train_step(data)`, run once
-  per replica by `tf.distribute`;
-- `JAXGANStep` (`trainers/jax_step.py`): `train_step(state, data)`,
-  compiled by `jax.jit` over a `keras.distribution` mesh.
-
-Both read as the same four labelled phases: (1) unpack the batch, (2) train
-the discriminator `discriminator_steps` times, each with fresh latents,
-(3) train the generator once, (4) update the generator EMA, the step
-counter and the metrics. With `update="simultaneous"` phases 2 and 3 are
+Both read as the same four labelled phases: (1) unpack the batch and draw
+the numbers, (2) train the discriminator `discriminator_steps` times, each
+with fresh latents, (3) train the generator once, (4) update the EMA, the
+step counter and the metrics. With `update="simultaneous"` phases 2 and 3 are
 one: both networks' gradients from one generator forward
 (`joint_objective`), both applied.
 
@@ -208,7 +206,7 @@ class GANStep:
             augment_p: The augmentation probability now, or None.
 
         Returns:
-            A `StepInputs` with `loss_scale=1.0` and `training=True`.
+            A `StepInputs`, `loss_scale=1.0` and `training=True`.
         """
         latents, alpha, augment_noise, dropout = noise
         return StepInputs(

@@ -2,8 +2,6 @@
 
 import jax
 import keras
-from jax.flatten_util import ravel_pytree
-from jax.sharding import PartitionSpec
 from keras import ops
 
 from keras_tpugan import keyed_dropout
@@ -12,7 +10,13 @@ from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
     StepInputs,
-    batch_normalizations,
+)
+from keras_tpugan.trainers.jax_devices import flat_all_reduce_pays, summed_over_devices
+from keras_tpugan.trainers.jax_state import (
+    StepState,
+    commit_to_device,
+    positions,
+    state_slots,
 )
 
 
@@ -47,7 +51,7 @@ class JAXGANStep(GANStep):
 
     def train_step(self, state, data):
         # 1. Unpack the global batch (sharded over the devices).
-        state = _State(self._slots, state)
+        state = StepState(self._slots, state)
         images, labels = self.unpack_batch(data)
         global_batch = images.shape[0]
         divisor = float(global_batch)
@@ -80,7 +84,7 @@ class JAXGANStep(GANStep):
 
     def test_step(self, state, data):
         # 1. Unpack the held-out global batch (sharded over the devices).
-        state = _State(self._test_slots, state)
+        state = StepState(self._test_slots, state)
         images, labels = self.unpack_batch(data)
         global_batch = images.shape[0]
         divisor = float(global_batch)
@@ -107,8 +111,8 @@ class JAXGANStep(GANStep):
             grads, (d_state, g_state, stats) = grad_fn(d_vars, values, inputs)
             return (grads, stats), (d_state, g_state)
 
-        (grads, stats), (d_state, g_state) = self._summed_over_devices(
-            local, (state.get("d_vars"), self._network_values(state)), inputs
+        (grads, stats), (d_state, g_state) = summed_over_devices(
+            self, local, (state.get("d_vars"), self._network_values(state)), inputs
         )
         state.set("d_state", d_state)
         state.set("g_state", g_state)
@@ -126,8 +130,8 @@ class JAXGANStep(GANStep):
             grads, (g_state, g_loss) = grad_fn(g_vars, values, inputs)
             return (grads, g_loss), g_state
 
-        (grads, g_loss), g_state = self._summed_over_devices(
-            local, (state.get("g_vars"), self._network_values(state)), inputs
+        (grads, g_loss), g_state = summed_over_devices(
+            self, local, (state.get("g_vars"), self._network_values(state)), inputs
         )
         state.set("g_state", g_state)
         g_vars, g_opt = self.generator_optimizer.stateless_apply(
@@ -156,8 +160,8 @@ class JAXGANStep(GANStep):
             state.get("d_vars"),
             self._network_values(state),
         )
-        ((d_grads, g_grads), (stats, g_loss)), (d_state, g_state) = (
-            self._summed_over_devices(local, replicated, inputs)
+        ((d_grads, g_grads), (stats, g_loss)), (d_state, g_state) = summed_over_devices(
+            self, local, replicated, inputs
         )
         state.set("d_state", d_state)
         state.set("g_state", g_state)
@@ -171,65 +175,6 @@ class JAXGANStep(GANStep):
             state.set(f"{name}_vars", new_vars)
             state.set(f"{name}_opt", new_opt)
         return stats, g_loss
-
-    def _summed_over_devices(self, local, replicated, inputs):
-        """`local(*replicated, inputs)`, its first output summed over devices.
-
-        `local` returns `(summed, kept)`: `summed`, `(gradients, logged
-        shares)`, adds up over the devices' examples, `kept` (network states)
-        is the same on every device. By default the step is written for the
-        global batch and XLA's partitioner sums each gradient where it is
-        made (XLA combines them into one all-reduce of many buffers). With
-        `flat_all_reduce`, each device computes `local` on its own examples
-        (`jax.shard_map`) and `summed` crosses the devices as ONE flat
-        buffer: Gloo, JAX's CPU collectives across processes, reduces a
-        combined all-reduce buffer by buffer, each a round trip (about 4 ms
-        each on one core per process; 60 buffers cost 248 ms, one flat
-        buffer 8 ms). This fusion of gradients into one buffer is what
-        TensorFlow's collectives do themselves (`bytes_per_pack`); no JAX or
-        Keras API does it, hence this helper. With `all_reduce_dtype=
-        "bfloat16"` the gradients cross as a bfloat16 buffer of their own,
-        the logged shares in float32 beside it.
-        """
-        if not self.flat_all_reduce:
-            return local(*replicated, inputs)
-        axis = self.strategy.batch_dim_name
-        per_example = {
-            "images": inputs.images,
-            "labels": inputs.labels,
-            "latents": inputs.latents,
-            "alpha": inputs.alpha,
-            "augment_noise": inputs.augment_noise,
-        }
-        key = None if inputs.dropout is None else inputs.dropout[0]
-        shared = (inputs.augment_p, key)
-
-        def on_device(replicated, per_example, shared):
-            augment_p, key = shared
-            dropout = None
-            if key is not None:  # keyed from this device's first example
-                size = per_example["latents"].shape[0]
-                first = inputs.dropout[1] + jax.lax.axis_index(axis) * size
-                dropout = (key, first)
-            own = inputs._replace(**per_example, augment_p=augment_p, dropout=dropout)
-            summed, kept = local(*replicated, own)
-            if self.all_reduce_dtype == "float32":
-                return _psum_flat(summed, axis), kept
-            grads, shares = summed
-            grads = _psum_flat(grads, axis, self.all_reduce_dtype)
-            return (grads, _psum_flat(shares, axis)), kept
-
-        return jax.shard_map(
-            on_device,
-            mesh=self.strategy.device_mesh.backend_mesh,
-            in_specs=(PartitionSpec(), PartitionSpec(axis), PartitionSpec()),
-            out_specs=(PartitionSpec(), PartitionSpec()),
-            # Unchecked: with the check on, JAX sums each gradient of a
-            # replicated value over the devices itself, one all-reduce each.
-            # `kept` is the same on every device because no layer reads the
-            # batch as a whole (see `_flat_all_reduce_pays`).
-            check_vma=False,
-        )(replicated, per_example, shared)
 
     def _network_values(self, state):
         return NetworkValues(
@@ -353,7 +298,7 @@ class JAXGANStep(GANStep):
         self.xla = jit_compile is not False
         # jax.jit compiles the whole step, draw included.
         self.xla_whole_step = self.xla
-        self.flat_all_reduce = self._flat_all_reduce_pays()
+        self.flat_all_reduce = flat_all_reduce_pays(self)
         keras.Model.compile(
             self,
             optimizer=optimizer,
@@ -361,7 +306,7 @@ class JAXGANStep(GANStep):
             steps_per_execution=steps_per_execution,
             **kwargs,
         )
-        self._slots = self._state_slots()
+        self._slots = state_slots(self)
         # Keras's test step threads (trainable, non_trainable, metrics).
         self._test_slots = {
             **self._slots,
@@ -384,128 +329,9 @@ class JAXGANStep(GANStep):
         is on, so one program serves the whole run.
         """
         super().reset_metrics()
-        _commit_to_device(
+        commit_to_device(
             self.trainable_variables
             + self.non_trainable_variables
             + (self.optimizer.variables if self.optimizer is not None else [])
             + self.metrics_variables
         )
-
-    def _flat_all_reduce_pays(self):
-        """Whether to sum each update's gradients as one flat buffer.
-
-        On CPUs across processes (Gloo, which pays a round trip per buffer;
-        see `_summed_over_devices`), and only when no layer normalizes over
-        the batch: each device then sees its own examples, and a
-        `GlobalBatchNormalization` needs the global batch. Within a process,
-        and on TPU and GPU interconnects, XLA's own placement is kept, unless
-        the gradients are to cross in bfloat16 (only a flat buffer of our
-        own can be).
-        """
-        if self.strategy is None or len(self.strategy.device_mesh.devices.flat) == 1:
-            return False
-        batch_norm = bool(batch_normalizations(self.generator, self.discriminator))
-        if self.all_reduce_dtype != "float32":
-            if batch_norm:
-                raise ValueError(
-                    "Expected networks without BatchNormalization for "
-                    f"all_reduce_dtype={self.all_reduce_dtype!r} on JAX (each "
-                    "device sums its own examples' gradients, and batch "
-                    "normalization needs the global batch). Received: a "
-                    "network with one. Use norm='layer' or "
-                    "all_reduce_dtype='float32'."
-                )
-            return True
-        if jax.process_count() == 1 or any(d.platform != "cpu" for d in jax.devices()):
-            return False
-        return not batch_norm
-
-    def _state_slots(self):
-        """Where each part of the GAN sits in the state lists of Keras."""
-        trainable = self.trainable_variables
-        non_trainable = self.non_trainable_variables
-        optimizer = self.optimizer.variables
-        slots = {
-            "g_vars": (0, positions(self.generator.trainable_variables, trainable)),
-            "d_vars": (
-                0,
-                positions(self.discriminator.trainable_variables, trainable),
-            ),
-            "g_state": (
-                1,
-                positions(self.generator.non_trainable_variables, non_trainable),
-            ),
-            "d_state": (
-                1,
-                positions(self.discriminator.non_trainable_variables, non_trainable),
-            ),
-            "step": (1, positions([self.step_counter], non_trainable)),
-            "g_opt": (2, positions(self.generator_optimizer.variables, optimizer)),
-            "d_opt": (
-                2,
-                positions(self.discriminator_optimizer.variables, optimizer),
-            ),
-            "metrics": (3, list(range(len(self.metrics_variables)))),
-        }
-        if self.augment is not None:
-            slots["augment_p"] = (
-                1,
-                positions([self.augment_probability], non_trainable),
-            )
-        if self.ema_generator is not None:
-            slots["ema"] = (1, positions(self.ema_generator.weights, non_trainable))
-            groups = {
-                "g_vars": self.generator.trainable_variables,
-                "g_state": self.generator.non_trainable_variables,
-            }
-            sources = {
-                id(v): (group, i)
-                for group, variables in groups.items()
-                for i, v in enumerate(variables)
-            }
-            slots["ema_sources"] = [sources[id(v)] for v in self.generator.weights]
-        return slots
-
-
-def _psum_flat(values, axis, dtype=None):
-    """`values` (a pytree) summed over the mesh axis as one flat buffer."""
-    flat, unflatten = ravel_pytree(values)
-    if dtype is None:
-        return unflatten(jax.lax.psum(flat, axis))
-    return unflatten(jax.lax.psum(flat.astype(dtype), axis).astype(flat.dtype))
-
-
-def positions(variables, within):
-    """The index of each of `variables` in the list `within`."""
-    index = {id(v): i for i, v in enumerate(within)}
-    return [index[id(v)] for v in variables]
-
-
-class _State:
-    """Named views into Keras's JAX state tuple; `set` builds new lists."""
-
-    def __init__(self, slots, state):
-        self._slots = slots
-        self._lists = [list(part) for part in state]
-
-    def get(self, name):
-        part, indices = self._slots[name]
-        return [self._lists[part][i] for i in indices]
-
-    def set(self, name, values):
-        part, indices = self._slots[name]
-        for i, value in zip(indices, values, strict=True):
-            self._lists[part][i] = value
-
-    def values(self):
-        return tuple(self._lists)
-
-
-def _commit_to_device(variables):
-    """Commits each variable's value to the one device it is on (see
-    `JAXGANStep.reset_metrics`); committed values are left as they are."""
-    for variable in variables:
-        value = variable.value
-        if isinstance(value, jax.Array) and not value.committed:
-            (device,) = value.devices()
-            variable.assign(jax.device_put(value, device))

@@ -3,14 +3,18 @@
 import keras
 import tensorflow as tf
 
-from keras_tpugan import distribute, keyed_dropout
-from keras_tpugan.augment import NOISE_SIZE
+from keras_tpugan import distribute
 from keras_tpugan.internals import TensorFlowTrainerHooks
 from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
     StepInputs,
-    batch_normalizations,
+)
+from keras_tpugan.trainers.tf_noise import draw_noise, validation_noise
+from keras_tpugan.trainers.tf_xla import (
+    check_steps_per_execution,
+    resolve_jit_compile,
+    whole_step_in_xla,
 )
 
 
@@ -53,7 +57,7 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         divisor = tf.cast(global_batch, "float32")
         streams = 1 if self.update == "simultaneous" else self.discriminator_steps + 1
         noise = [
-            self._draw_noise(stream, local_batch, global_batch)
+            draw_noise(self, stream, local_batch, global_batch)
             for stream in range(streams)
         ]
         # The XLA boundary. On one device steps 2-4 (`_update`, next) are one
@@ -207,7 +211,7 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
         divisor = tf.cast(global_batch, "float32")
-        latents, alpha, _ = self._validation_noise(local_batch, global_batch)
+        latents, alpha, _ = validation_noise(self, local_batch, global_batch)
         inputs = StepInputs(
             images=images,
             labels=labels,
@@ -314,53 +318,6 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
 
     # ---------------------------------------------------------- helpers
 
-    def _draw_noise(self, stream, local_batch, global_batch):
-        """Latents, WGAN-GP weights, augmentation and dropout numbers.
-
-        The whole global batch is drawn from a seed made of (seed, step,
-        stream) and each replica takes its own rows, so example i of the
-        global batch gets the same latent whatever the replica count.
-        Drawn outside XLA: stateless RNG gives other numbers inside it.
-        The dropout key (hashed, the same inside XLA) comes with this
-        replica's first example in the global batch.
-        """
-        counter = self.step_counter.value * (self.discriminator_steps + 1) + stream
-        noise = self._noise(2 * counter, local_batch, global_batch, augment=True)
-        if not self._dropout_slots:
-            return (*noise, None)
-        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        first = tf.cast(replica, "int32") * tf.cast(local_batch, "int32")
-        return (*noise, (keyed_dropout.key_of(self.seed, counter), first))
-
-    def _validation_noise(self, local_batch, global_batch):
-        """Latents (and WGAN-GP weights) for this replica's held-out examples.
-
-        Keyed by the position of the batch in the evaluation: the trackers,
-        which Keras resets before every evaluation, count the examples
-        evaluated so far. So every evaluation of the same data sees the same
-        latents, and none of training's (their keys are negative here).
-        """
-        offset = tf.cast(self.trackers[0].count, "int64")
-        return self._noise(-2 * offset - 2, local_batch, global_batch)
-
-    def _noise(self, key, local_batch, global_batch, augment=False):
-        seed_z = tf.stack([tf.constant(self.seed, "int64"), key])
-        seed_a = tf.stack([tf.constant(self.seed, "int64"), key + 1])
-        start = tf.cast(
-            tf.distribute.get_replica_context().replica_id_in_sync_group, "int32"
-        ) * tf.cast(local_batch, "int32")
-        z = tf.random.stateless_normal([global_batch, self.latent_dim], seed=seed_z)
-        z = tf.slice(z, [start, 0], [local_batch, self.latent_dim])
-        alpha = tf.random.stateless_uniform([global_batch], seed=seed_a)
-        alpha = tf.slice(alpha, [start], [local_batch])
-        if not augment or self.augment is None:
-            return z, alpha, None
-        # The augmentation's numbers: for real (0) and generated (1) images.
-        seed_aug = tf.random.experimental.stateless_fold_in(seed_z, 1)
-        shape = [global_batch, 2, NOISE_SIZE]
-        aug = tf.random.stateless_uniform(shape, seed=seed_aug)
-        return z, alpha, tf.slice(aug, [start, 0, 0], [local_batch, 2, NOISE_SIZE])
-
     def _batch_sizes(self, images):
         replicas = self.distribute_strategy.num_replicas_in_sync
         local = images.shape[0]
@@ -380,23 +337,16 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         strategy only the per-replica gradients are: XLA over the optimizer
         updates fails there (their cross-replica sums).
         """
-        self.xla = self._resolve_jit_compile(jit_compile)
+        strategy = self.distribute_strategy
+        self.xla = resolve_jit_compile(
+            jit_compile, strategy, self.generator, self.discriminator
+        )
         # The strategy's collectives pack the gradients themselves
         # (`bytes_per_pack`); JAX's step has its own switch.
         self.flat_all_reduce = False
         self._replica_functions = {}  # traced again for the new metrics
-        self._check_steps_per_execution(steps_per_execution)
-        strategy = self.distribute_strategy
-        self.xla_whole_step = (
-            self.xla
-            and strategy.num_replicas_in_sync == 1
-            # A one-worker MultiWorkerMirroredStrategy still all-reduces
-            # through a merge_call, which XLA cannot hold.
-            and not isinstance(
-                strategy,
-                (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy),
-            )
-        )
+        check_steps_per_execution(steps_per_execution, strategy)
+        self.xla_whole_step = whole_step_in_xla(self.xla, strategy)
         self._xla_functions = {}  # traced again for the new settings
         # Keras's own step stays un-jitted: the draw above stays outside XLA.
         keras.Model.compile(
@@ -408,56 +358,6 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
             steps_per_execution=steps_per_execution,
             **kwargs,
         )
-
-    def _resolve_jit_compile(self, jit_compile):
-        strategy = self.distribute_strategy
-        conflict = _mirrors(strategy) and _has_synchronized_batchnorm(
-            self.generator, self.discriminator
-        )
-        if jit_compile == "auto" and not _has_accelerator():
-            # Keras's own "auto": no XLA on CPU-only machines, where it
-            # often makes a model slower (README, "XLA and jit_compile").
-            return False
-        if not conflict:
-            return jit_compile is not False
-        if jit_compile is True:
-            raise ValueError(
-                "`jit_compile=True` cannot compile synchronized "
-                "BatchNormalization under a multi-replica MirroredStrategy or "
-                "MultiWorkerMirroredStrategy: its "
-                "cross-replica mean would run inside the per-replica XLA "
-                "function. Use models with norm='layer' (the default), "
-                "jit_compile='auto' (turns XLA off here), or a TPU."
-            )
-        return False
-
-    def _check_steps_per_execution(self, steps_per_execution):
-        strategy = self.distribute_strategy
-        if steps_per_execution != 1 and _mirrors(strategy):
-            raise ValueError(
-                "Expected steps_per_execution=1 under a multi-replica "
-                "MirroredStrategy (Keras 3 fails there with more). Received: "
-                f"steps_per_execution={steps_per_execution}. Use 1, or a TPU."
-            )
-
-
-def _mirrors(strategy):
-    """A multi-replica MirroredStrategy or MultiWorkerMirroredStrategy.
-
-    (The second is not a subclass of the first.)
-    """
-    return (
-        isinstance(
-            strategy,
-            (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy),
-        )
-        and strategy.num_replicas_in_sync > 1
-    )
-
-
-def _has_accelerator():
-    # Keras's test for its own jit_compile="auto": any device but a CPU.
-    return any(d.device_type != "CPU" for d in tf.config.list_physical_devices())
 
 
 def _dense(grads):
@@ -478,9 +378,3 @@ def _values(variables):
 def _assign(variables, values):
     for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
-
-
-def _has_synchronized_batchnorm(*models):
-    return any(
-        getattr(layer, "synchronized", False) for layer in batch_normalizations(*models)
-    )
