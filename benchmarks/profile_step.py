@@ -4,8 +4,9 @@ Usage:
     python benchmarks/profile_step.py --out runs/profile
     python benchmarks/profile_step.py --model dcgan-64x64x3 --batch-size 512
 
-Builds one of the accelerator benchmark's GANs (`keras_tpugan.bench.accelerator.MODELS`)
-on one repeated batch, compiles its step, then records `--steps` steps with
+Builds one of the accelerator benchmark's GANs
+(`keras_tpugan.bench.accelerator_cells.MODELS`) on one repeated batch,
+compiles its step, then records `--steps` steps with
 `jax.profiler.trace` (a Perfetto trace, `perfetto_trace.json.gz`, under
 `--out`). It prints the steps' wall time and, for each device stream in the
 trace, the time its kernels were busy and the kernels that took most of it:
@@ -27,7 +28,7 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 
 from keras_tpugan import distribute  # noqa: E402
-from keras_tpugan.bench import accelerator
+from keras_tpugan.bench import accelerator_cells
 
 
 def kernel_table(trace_file, wall_seconds, top=8):
@@ -79,7 +80,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/profile")
     parser.add_argument(
-        "--model", default="dcgan-28x28x1", choices=sorted(accelerator.MODELS)
+        "--model", default="dcgan-28x28x1", choices=sorted(accelerator_cells.MODELS)
     )
     parser.add_argument(
         "--precision", default="mixed_bfloat16", choices=["float32", "mixed_bfloat16"]
@@ -88,7 +89,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args(argv)
     strategy = distribute.get_strategy("auto")
-    gan, ds = accelerator.one_batch_gan(
+    gan, ds = accelerator_cells.one_batch_gan(
         args.model, args.precision, args.batch_size, strategy, smoke=False
     )
     for _ in range(2):  # compile, as the benchmark does

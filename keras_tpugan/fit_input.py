@@ -15,6 +15,53 @@ from keras_tpugan import distribute, gan_checks
 from keras_tpugan.data.epoch_batches import underlying
 from keras_tpugan.tf_import import is_dataset
 
+# How far outside [-1, 1] images may stray (rounding) before fit warns.
+RANGE_SLACK = 1e-3
+
+
+def range_message(low, high):
+    if low >= 0.0 and high <= 1.0 + RANGE_SLACK:
+        fix = "images in [0, 1]? Map `images * 2 - 1`"
+    elif low >= 0.0 and high <= 255.0 + RANGE_SLACK:
+        fix = "0-255 pixels? Map `images / 127.5 - 1`"
+    else:
+        fix = "rescale them to [-1, 1]"
+    return (
+        "Expected images in [-1, 1], the range of the generator's tanh "
+        f"output. Received: a first batch in [{low:.4g}, {high:.4g}] ({fix}, "
+        "or load them with `keras_tpugan.data.load_images`, which scales "
+        "them). The discriminator can tell real from generated images by "
+        "their range alone."
+    )
+
+
+def check_labels(labels, num_classes):
+    """Labels must be integer class ids in [0, num_classes), one per image."""
+    shape = labels.shape
+    if labels.ndim > 1 and not (labels.ndim == 2 and shape[1] == 1):
+        raise ValueError(
+            f"Expected integer class ids in [0, {num_classes}), one per image "
+            f"(shape (batch,)). Received: labels of shape {shape} (one-hot?). "
+            "Map `tf.argmax(labels, axis=-1)` over the dataset."
+        )
+    if labels.size == 0:
+        return
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+            raise ValueError(
+                f"Expected integer class ids in [0, {num_classes}). Received: "
+                f"label {bad.flat[0].item()!r} (dtype {labels.dtype}). Pass class ids, "
+                "for example `tf.cast(labels, 'int32')` of whole numbers."
+            )
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if outside.size:
+        raise ValueError(
+            f"Expected class ids in [0, {num_classes}) for num_classes="
+            f"{num_classes}. Received: label {outside.flat[0].item()!r}. Relabel the "
+            "data, or build the GAN with a larger num_classes."
+        )
+
 
 def check_fit_input(gan, x, y, batch_size):
     """Checks `fit`'s or `evaluate`'s input before any step: not empty, and a
@@ -97,18 +144,14 @@ def check_conventions(gan, x, y):
         return  # integer images are refused in the step, with the fix
     images = keras.ops.convert_to_numpy(x)
     if gan.num_classes is not None and y is not None:
-        gan_checks.check_labels(keras.ops.convert_to_numpy(y), gan.num_classes)
+        check_labels(keras.ops.convert_to_numpy(y), gan.num_classes)
     if images.size and not gan._warned_range:
         low, high = float(np.nanmin(images)), float(np.nanmax(images))
         # A batch of [-1, 1] images without one negative pixel is not
         # plausible: it is [0, 1] data.
-        if (
-            low < -1.0 - gan_checks.RANGE_SLACK
-            or high > 1.0 + gan_checks.RANGE_SLACK
-            or low >= 0
-        ):
+        if low < -1.0 - RANGE_SLACK or high > 1.0 + RANGE_SLACK or low >= 0:
             gan._warned_range = True
-            warnings.warn(gan_checks.range_message(low, high), stacklevel=4)
+            warnings.warn(range_message(low, high), stacklevel=4)
 
 
 def first_batch_of(data):

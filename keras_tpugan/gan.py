@@ -142,11 +142,6 @@ class GAN(BackendGANStep, keras.Model):
         self._checked_output_range = gan_checks.check_networks(
             generator, discriminator, latent_dim, num_classes
         )
-        if int(discriminator_steps) < 1:
-            raise ValueError(
-                "Expected `discriminator_steps` >= 1. Received: "
-                f"discriminator_steps={discriminator_steps}."
-            )
         self.update = gan_checks.check_update(update, discriminator_steps)
         self.generator = generator
         self.discriminator = discriminator
@@ -162,14 +157,8 @@ class GAN(BackendGANStep, keras.Model):
         # The keras.distribution in force (JAX); TensorFlow's strategy is
         # captured by keras.Model itself.
         self._distribution = keras.distribution.distribution()
-        if ema_decay is not None and not 0.0 < ema_decay < 1.0:
-            raise ValueError(
-                "Expected `ema_decay` in (0, 1) or None. Received: "
-                f"ema_decay={ema_decay}."
-            )
-        self.ema_decay = None if ema_decay is None else float(ema_decay)
-        self.ema_halflife_images, self.ema_rampup = gan_checks.check_halflife(
-            ema_decay, ema_halflife_images, ema_rampup
+        self.ema_decay, self.ema_halflife_images, self.ema_rampup = (
+            gan_checks.check_ema(ema_decay, ema_halflife_images, ema_rampup)
         )
         self.ema_generator = None
         if ema_decay is not None or ema_halflife_images is not None:
@@ -281,11 +270,7 @@ class GAN(BackendGANStep, keras.Model):
             kwargs.pop(owned, None)
         gan_checks.check_metrics(self, _own_metrics(self))
         gan_checks.check_step(self, BackendGANStep)
-        if jit_compile not in (True, False, "auto"):
-            raise ValueError(
-                "Expected `jit_compile` to be True, False or 'auto'. "
-                f"Received: jit_compile={jit_compile!r}."
-            )
+        gan_checks.check_jit_compile(jit_compile)
         if all_reduce_dtype not in ALL_REDUCE_DTYPES:
             raise ValueError(
                 f"Expected `all_reduce_dtype` in {ALL_REDUCE_DTYPES}. Received: "
@@ -495,7 +480,7 @@ class GAN(BackendGANStep, keras.Model):
     def _labels_for(self, labels, n):
         if labels is not None and self.num_classes is not None:
             # The checks `fit` makes, with the same messages.
-            gan_checks.check_labels(
+            fit_input.check_labels(
                 np.asarray(ops.convert_to_numpy(labels)), self.num_classes
             )
         return class_labels(labels, n, self.num_classes)

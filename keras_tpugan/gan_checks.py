@@ -203,9 +203,23 @@ def check_step(gan, step_class):
         )
 
 
-def check_halflife(ema_decay, halflife, rampup):
+def check_ema(ema_decay, halflife, rampup):
+    """Checks the generator average's settings (`GAN`'s `ema_*` arguments).
+
+    Returns:
+        `(ema_decay, ema_halflife_images, ema_rampup)` as floats (or None);
+        the ramp-up is None without a half-life.
+    """
+    if ema_decay is not None and (
+        isinstance(ema_decay, bool) or not 0.0 < float(ema_decay) < 1.0
+    ):
+        raise ValueError(
+            "Expected `ema_decay` in (0, 1) (0.999 is usual) or None (no "
+            f"average). Received: ema_decay={ema_decay!r}."
+        )
+    decay = None if ema_decay is None else float(ema_decay)
     if halflife is None:
-        return None, None if rampup is None else float(rampup)
+        return decay, None, None if rampup is None else float(rampup)
     if ema_decay is not None:
         raise ValueError(
             "Expected one of `ema_decay` (per step) and `ema_halflife_images` "
@@ -219,58 +233,20 @@ def check_halflife(ema_decay, halflife, rampup):
         )
     if rampup is not None and not float(rampup) > 0:
         raise ValueError(
-            "Expected `ema_rampup` > 0 (0.05 is usual) or None. Received: "
-            f"ema_rampup={rampup!r}."
+            "Expected `ema_rampup` > 0 (0.05 is usual) or None (no ramp-up). "
+            f"Received: ema_rampup={rampup!r}."
         )
-    return float(halflife), None if rampup is None else float(rampup)
+    return decay, float(halflife), None if rampup is None else float(rampup)
 
 
-# How far outside [-1, 1] images may stray (rounding) before fit warns.
-RANGE_SLACK = 1e-3
-
-
-def range_message(low, high):
-    if low >= 0.0 and high <= 1.0 + RANGE_SLACK:
-        fix = "images in [0, 1]? Map `images * 2 - 1`"
-    elif low >= 0.0 and high <= 255.0 + RANGE_SLACK:
-        fix = "0-255 pixels? Map `images / 127.5 - 1`"
-    else:
-        fix = "rescale them to [-1, 1]"
-    return (
-        "Expected images in [-1, 1], the range of the generator's tanh "
-        f"output. Received: a first batch in [{low:.4g}, {high:.4g}] ({fix}, "
-        "or load them with `keras_tpugan.data.load_images`, which scales "
-        "them). The discriminator can tell real from generated images by "
-        "their range alone."
-    )
-
-
-def check_labels(labels, num_classes):
-    """Labels must be integer class ids in [0, num_classes), one per image."""
-    shape = labels.shape
-    if labels.ndim > 1 and not (labels.ndim == 2 and shape[1] == 1):
+def check_jit_compile(jit_compile):
+    """Checks `compile`'s `jit_compile`: True, False or "auto"."""
+    if not (isinstance(jit_compile, bool) or jit_compile == "auto"):
         raise ValueError(
-            f"Expected integer class ids in [0, {num_classes}), one per image "
-            f"(shape (batch,)). Received: labels of shape {shape} (one-hot?). "
-            "Map `tf.argmax(labels, axis=-1)` over the dataset."
+            "Expected `jit_compile` to be True, False or 'auto'. "
+            f"Received: jit_compile={jit_compile!r}."
         )
-    if labels.size == 0:
-        return
-    if not np.issubdtype(labels.dtype, np.integer):
-        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-            bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
-            raise ValueError(
-                f"Expected integer class ids in [0, {num_classes}). Received: "
-                f"label {bad.flat[0].item()!r} (dtype {labels.dtype}). Pass class ids, "
-                "for example `tf.cast(labels, 'int32')` of whole numbers."
-            )
-    outside = labels[(labels < 0) | (labels >= num_classes)]
-    if outside.size:
-        raise ValueError(
-            f"Expected class ids in [0, {num_classes}) for num_classes="
-            f"{num_classes}. Received: label {outside.flat[0].item()!r}. Relabel the "
-            "data, or build the GAN with a larger num_classes."
-        )
+    return jit_compile
 
 
 def has_default_name(optimizer):
@@ -292,6 +268,12 @@ def has_default_name(optimizer):
 
 
 def check_update(update, discriminator_steps):
+    """Checks how the networks step: `update` and `discriminator_steps`."""
+    if isinstance(discriminator_steps, bool) or int(discriminator_steps) < 1:
+        raise ValueError(
+            "Expected `discriminator_steps` >= 1. Received: "
+            f"discriminator_steps={discriminator_steps}."
+        )
     if update not in UPDATES:
         raise ValueError(
             f"Expected `update` in {UPDATES}. Received: update={update!r}."

@@ -17,6 +17,26 @@ HASH_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
 _KEYS = weakref.WeakValueDictionary()
 
 
+def check_rate(rate, name="rate"):
+    """Checks a dropout rate (the fraction dropped); returns it as a float.
+
+    Args:
+        rate: The rate.
+        name: The setting's name in the message (`TrainConfig`'s
+            `d_dropout` is one).
+    """
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        rate_ok = False
+    else:
+        rate_ok = 0.0 <= rate < 1.0
+    if not rate_ok:
+        raise ValueError(
+            f"Expected {name} in [0, 1) (the fraction dropped: 0.3 is usual "
+            f"for a DCGAN discriminator, 0 turns it off). Received: {name}={rate!r}."
+        )
+    return float(rate)
+
+
 def is_key(variable):
     """Whether `variable` is the key variable of a `KeyedDropout` layer."""
     return _KEYS.get(id(variable)) is variable
@@ -93,12 +113,7 @@ class KeyedDropout(layers.Layer):
 
     def __init__(self, rate, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
-            raise ValueError(
-                "Expected `rate` in [0, 1) (the fraction dropped; 0.3 is usual "
-                f"for a DCGAN discriminator). Received: rate={rate!r}."
-            )
-        self.rate = float(rate)
+        self.rate = check_rate(rate)
         self.supports_masking = True
 
     def build(self, input_shape):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from keras_tpugan.bench import accelerator as accelerator_bench
-from keras_tpugan.bench import chips, tables
+from keras_tpugan.bench import accelerator_cells, chips, tables
 from keras_tpugan.bench import throughput as bench
 from keras_tpugan.cli import main as cli
 
@@ -32,7 +32,7 @@ def test_a_cell_measures_images_per_second_and_utilisation():
     """Slow (about 20-50 s): it compiles the 64x64 RGB GAN's step with XLA."""
     strategy = keras.distribution.DataParallel(devices=["cpu:0"])
     peaks = {"chip": None, "matmul": 1e12}
-    row = accelerator_bench._cell(
+    row = accelerator_cells.measure_cell(
         "throughput", "dcgan-64x64x3", "float32", 8, strategy, True, peaks
     )
     keras.mixed_precision.set_global_policy("float32")
@@ -111,7 +111,9 @@ class _FakeGAN:
 def test_timed_fits_are_lengthened_to_the_minimum_time_in_whole_calls():
     gan = _FakeGAN(step_seconds=0.002, steps_per_execution=4)
     ds = bench.RepeatedBatch(np.zeros((8, 2, 2, 1), "float32"))
-    rate = accelerator_bench._timed(gan, ds, steps=8, repeats=3, min_seconds=0.1)
+    rate = accelerator_cells.timed_images_per_sec(
+        gan, ds, steps=8, repeats=3, min_seconds=0.1
+    )
     compile_fits, calibration, timed = gan.fits[:2], gan.fits[2], gan.fits[3:]
     assert compile_fits == [8, 8] and calibration == 8 and len(timed) == 3
     # 8 steps took about 16 ms: about 50 steps last 0.1 s, in calls of 4.
@@ -120,7 +122,7 @@ def test_timed_fits_are_lengthened_to_the_minimum_time_in_whole_calls():
     assert rate == pytest.approx(8 / 0.002, rel=0.5)
     # Without a minimum the steps asked for are timed as they are.
     gan = _FakeGAN(step_seconds=0.0)
-    accelerator_bench._timed(gan, ds, steps=5, repeats=2)
+    accelerator_cells.timed_images_per_sec(gan, ds, steps=5, repeats=2)
     assert gan.fits == [2, 2, 5, 5, 5]
 
 

@@ -79,8 +79,8 @@ def test_bad_augmentation_settings_are_one_clear_error(kwargs, message):
     [
         ("augment=translation,flip", "Expected an augmentation policy"),
         ("augment_probability=2", "probability in"),
-        ("ema_halflife_images=0", "ema_halflife_images > 0"),
-        ("ema_halflife_images=-5", "ema_halflife_images > 0"),
+        ("ema_halflife_images=0", "ema_halflife_images` > 0"),
+        ("ema_halflife_images=-5", "ema_halflife_images` > 0"),
         ("d_norm=group", "Expected d_norm in"),
         ("d_beta_2=1.0", "Expected d_beta_2 in"),
     ],

@@ -49,8 +49,10 @@ def test_bad_overrides_say_what_is_valid():
 
 def test_every_range_is_checked_once_at_the_edge():
     cfg = TrainConfig()
-    with pytest.raises(ValueError, match=r"Expected ema_decay in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"Expected `ema_decay` in \(0, 1\)"):
         cfg.override(["ema_decay=1.5"])
+    with pytest.raises(ValueError, match=r"Expected `jit_compile` to be True, False"):
+        cfg.override(["jit_compile=sometimes"])
     with pytest.raises(ValueError, match="Expected penalty_weight only with"):
         cfg.override(["penalty_weight=5"])
     with pytest.raises(ValueError, match="Expected penalty_weight > 0"):

@@ -399,8 +399,11 @@ def test_bad_update_settings_are_one_clear_error():
         tiny_gan(update="joint")
     with pytest.raises(ValueError, match="discriminator_steps=1 with update='simul"):
         tiny_gan(update="simultaneous", discriminator_steps=2)
-    with pytest.raises(ValueError, match="discriminator_steps=1 with update=simul"):
+    # The CLI's settings are checked by the same function, with its words.
+    with pytest.raises(ValueError, match="discriminator_steps=1 with update='simul"):
         TrainConfig(update="simultaneous", discriminator_steps=2)
+    with pytest.raises(ValueError, match="Expected `discriminator_steps` >= 1"):
+        TrainConfig(discriminator_steps=0)
 
 
 def test_images_of_the_wrong_shape_are_refused():

@@ -63,7 +63,7 @@ def test_drops_the_rate_scales_the_rest_and_is_off_in_inference():
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0, "0.3"])
 def test_bad_rates_are_one_clear_error(rate):
-    with pytest.raises(ValueError, match=r"Expected `rate` in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"Expected rate in \[0, 1\)"):
         ktg.KeyedDropout(rate)
     with pytest.raises(ValueError, match=r"Expected `dropout` in \[0, 1\)"):
         ktg.models.dcgan_discriminator(width=8, dropout=rate)

@@ -7,7 +7,7 @@ has a share of (`BUDGET_SHARES`), in this order:
 1. **Throughput.** For the demo DCGAN (28x28x1) and a 64x64 RGB DCGAN,
    float32 and mixed_bfloat16, XLA on, global batch 64, 128, 256 and 512:
    images/s, and model FLOP utilisation: the FLOPs of a training step
-   counted from the networks' layers (`throughput.forward_flops`: 4 G + 8 D
+   counted from the networks' layers (`flops.forward_flops`: 4 G + 8 D
    forward FLOPs per image, a lower bound) per second, against the chip's
    dense bf16 peak (`chips.CHIP_PEAK_TFLOPS`, vendor figures, when the chip is
    known) and against a large bf16 matmul measured in the same run. Each
@@ -41,18 +41,16 @@ import keras
 import numpy as np
 
 from keras_tpugan import distribute
-from keras_tpugan.bench import tables, throughput
+from keras_tpugan.bench import flops, tables
+from keras_tpugan.bench.accelerator_cells import (
+    MODELS,
+    measure_cell,
+    skipped,
+)
 from keras_tpugan.bench.chips import chip_peak_tflops
 from keras_tpugan.data.epoch_batches import EpochBatches
 from keras_tpugan.runs.config import TrainConfig
-from keras_tpugan.runs.prepared_run import build_gan
 
-MODELS = {
-    # The demo preset's networks, on MNIST's shape.
-    "dcgan-28x28x1": {"image_shape": (28, 28, 1), "width": 64, "latent_dim": 64},
-    # A 64x64 RGB DCGAN (CelebA's shape).
-    "dcgan-64x64x3": {"image_shape": (64, 64, 3), "width": 128, "latent_dim": 128},
-}
 BATCH_SIZES = (64, 128, 256, 512)
 # The ends of the seed's range first: if the budget runs out, the time cut
 # from 64 to 512 is measured.
@@ -71,10 +69,6 @@ BUDGET_SHARES = (
     ("study", 0.40),
     ("largest", 0.15),
 )
-# A timed fit lasts at least this long (steps are added until it does), so
-# that `fit`'s fixed cost per call stays small against the steps on a fast
-# device.
-MIN_TIMED_SECONDS = 0.5
 FIELDS = (
     "part",
     "model",
@@ -145,7 +139,7 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     devices = jax.devices()
     kind = devices[0].device_kind
     peak = chip_peak_tflops(kind)
-    matmul = throughput.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
+    matmul = flops.matmul_flops_per_sec("bfloat16", n=512 if smoke else 8192)
     header = [
         f"devices: {len(devices)} x {kind} ({devices[0].platform}); JAX "
         f"{jax.__version__}, Keras {keras.__version__}, Python "
@@ -184,103 +178,6 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     return rows
 
 
-def one_batch_gan(model, policy, batch_size, strategy, smoke=False, spe=1):
-    """A compiled GAN of one of the benchmark's models, and one batch repeated.
-
-    Sets the global dtype policy to `policy` (the caller restores it).
-
-    Args:
-        model: A key of `MODELS`.
-        policy: The dtype policy, `"float32"` or `"mixed_bfloat16"`.
-        batch_size: The global batch.
-        strategy: The distribution it is built under.
-        smoke: Small networks (width 16, 8 latents), for a CPU.
-        spe: `steps_per_execution`.
-
-    Returns:
-        `(gan, dataset)`: the GAN, compiled with XLA, and a
-        `throughput.RepeatedBatch` of uniform images in [-1, 1].
-    """
-    spec = MODELS[model]
-    width = 16 if smoke else spec["width"]
-    config = TrainConfig(
-        latent_dim=8 if smoke else spec["latent_dim"],
-        width=width,
-        batch_size=batch_size,
-        precision=policy,
-        jit_compile=True,
-        steps_per_execution=spe,
-    )
-    keras.mixed_precision.set_global_policy(policy)
-    with strategy.scope():
-        gan = build_gan(config, spec["image_shape"])
-    images = np.random.default_rng(0).uniform(-1, 1, (batch_size, *spec["image_shape"]))
-    return gan, throughput.RepeatedBatch(images.astype("float32"))
-
-
-def _timed(gan, ds, steps, repeats, min_seconds=0.0):
-    """Median images/s of `repeats` fits, after two compiling fits.
-
-    Each timed fit runs `steps` steps, or more (a multiple of
-    `steps_per_execution`) where `steps` would take under `min_seconds`.
-    """
-    spe = gan.steps_per_execution
-    for _ in range(2):  # trace and compile (JAX compiles again for the shardings)
-        gan.fit(ds, epochs=1, steps_per_epoch=2 * spe, verbose=0)
-    batch = len(ds.batch)
-
-    def seconds_for(count):
-        start = time.perf_counter()
-        gan.fit(ds, epochs=1, steps_per_epoch=count, verbose=0)
-        return time.perf_counter() - start
-
-    first = seconds_for(steps)
-    if min_seconds and first < min_seconds:
-        steps = int(np.ceil(steps * min_seconds / max(first, 1e-6) / spe)) * spe
-    rates = [steps * batch / seconds_for(steps) for _ in range(repeats)]
-    return float(np.median(rates))
-
-
-def _cell(part, model, policy, batch, strategy, smoke, peaks, spe=1):
-    steps = 4 if smoke else 20
-    gan, ds = one_batch_gan(model, policy, batch, strategy, smoke, spe)
-    steps = max(steps // spe, 1) * spe
-    rate = _timed(
-        gan,
-        ds,
-        steps,
-        repeats=1 if smoke else 3,
-        min_seconds=0.0 if smoke else MIN_TIMED_SECONDS,
-    )
-    flops = 4 * throughput.forward_flops(gan.generator) + 8 * throughput.forward_flops(
-        gan.discriminator
-    )
-    achieved = rate * flops
-    return {
-        **_cell_key(part, model, policy, batch, spe),
-        "images_per_sec": round(rate, 1),
-        "tflops_per_sec": float(f"{achieved / 1e12:.4g}"),
-        "mfu_vs_chip_peak": (
-            None if peaks["chip"] is None else float(f"{achieved / peaks['chip']:.3g}")
-        ),
-        "mfu_vs_matmul": float(f"{achieved / peaks['matmul']:.3g}"),
-    }
-
-
-def _cell_key(part, model, policy, batch, spe):
-    return {
-        "part": part,
-        "model": model,
-        "precision": policy,
-        "batch_size": batch,
-        "steps_per_execution": spe,
-    }
-
-
-def _skipped(part, model, policy, batch, spe=1, why="time budget"):
-    return {**_cell_key(part, model, policy, batch, spe), "note": f"skipped: {why}"}
-
-
 def _throughput(strategy, smoke, deadline, peaks):
     # The ends of the batch range first, for every model and precision, so
     # that a short budget still compares them all (the tables sort the rows).
@@ -289,9 +186,11 @@ def _throughput(strategy, smoke, deadline, peaks):
         for model in MODELS:
             for policy in ("float32",) if smoke else ("float32", "mixed_bfloat16"):
                 if time.perf_counter() > deadline:
-                    yield _skipped("throughput", model, policy, batch)
+                    yield skipped("throughput", model, policy, batch)
                     continue
-                yield _cell("throughput", model, policy, batch, strategy, smoke, peaks)
+                yield measure_cell(
+                    "throughput", model, policy, batch, strategy, smoke, peaks
+                )
     keras.mixed_precision.set_global_policy("float32")
 
 
@@ -303,15 +202,17 @@ def _largest(strategy, deadline, peaks):
             batch = 2 * BATCH_SIZES[-1]
             while batch <= 65_536:
                 if time.perf_counter() > deadline:
-                    yield _skipped("largest", model, policy, batch)
+                    yield skipped("largest", model, policy, batch)
                     break
                 try:
-                    row = _cell("largest", model, policy, batch, strategy, False, peaks)
+                    row = measure_cell(
+                        "largest", model, policy, batch, strategy, False, peaks
+                    )
                 except Exception as e:  # noqa: BLE001 - out of memory ends the search
                     if not distribute.is_out_of_memory(e):
                         raise
                     yield {
-                        **_skipped("largest", model, policy, batch),
+                        **skipped("largest", model, policy, batch),
                         "note": "out of memory",
                     }
                     break
@@ -326,9 +227,9 @@ def _steps_per_execution(strategy, smoke, deadline, peaks):
     batch = 8 if smoke else 256
     for spe in (1, 2) if smoke else (1, 4, 16):
         if time.perf_counter() > deadline:
-            yield _skipped("steps_per_execution", model, policy, batch, spe)
+            yield skipped("steps_per_execution", model, policy, batch, spe)
             continue
-        yield _cell(
+        yield measure_cell(
             "steps_per_execution", model, policy, batch, strategy, smoke, peaks, spe
         )
     keras.mixed_precision.set_global_policy("float32")
@@ -360,7 +261,7 @@ def _study(out_dir, smoke, deadline):
         base = dataclasses.replace(base, epochs=STUDY_EPOCHS)
     for batch in (64,) if smoke else STUDY_BATCH_SIZES:
         if time.perf_counter() > deadline:
-            yield _skipped("study", "dcgan-28x28x1", base.precision, batch)
+            yield skipped("study", "dcgan-28x28x1", base.precision, batch)
             continue
         config = dataclasses.replace(base, batch_size=batch)
         summary = train(config, os.path.join(out_dir, f"study_b{batch}"), verbose=0)

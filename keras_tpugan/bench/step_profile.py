@@ -81,7 +81,7 @@ def profile_modes(
     for batch in batch_sizes:
         images = peers.noise_batch(batch)
         for name, kind, policy, xla, spe, update in chosen:
-            runner, iterator = peers._build(
+            runner, iterator = peers.build_runner(
                 kind, policy, xla, spe, update, batch, images, norm, width
             )
             n = -(-steps // spe) * spe

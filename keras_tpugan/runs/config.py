@@ -3,19 +3,12 @@
 import dataclasses
 
 from keras_tpugan import (
-    data,
-    distribute,
     large_batch,
-    losses,
-    models,
-    penalties,
-    precision,
 )
 from keras_tpugan.augment import DiffAugment
-from keras_tpugan.data import image_files
-from keras_tpugan.runs.config_types import is_type, parse_value, type_name
+from keras_tpugan.runs.config_checks import check_config
+from keras_tpugan.runs.config_types import parse_value
 from keras_tpugan.runs.presets import PRESETS
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,182 +176,7 @@ class TrainConfig:
         )
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not is_type(value, field.type):
-                raise ValueError(
-                    f"Expected {field.name} to be {type_name(field.type)}. "
-                    f"Received: {field.name}={value!r}."
-                )
-        checks = {
-            "source": data.SOURCES,
-            "resize": image_files.RESIZE_POLICIES,
-            "channels": (None, 1, 3),
-            "architecture": models.ARCHITECTURES,
-            "norm": models.NORMS,
-            "d_norm": models.D_NORMS,
-            "loss": tuple(losses.LOSSES),
-            "precision": precision.POLICIES,
-            "strategy": distribute.KINDS,
-            "collective": distribute.COLLECTIVES,
-            "optimizer": large_batch.OPTIMIZERS,
-            "lr_scaling": large_batch.LR_SCALINGS,
-            "gradient_penalty": (None, *penalties.PENALTIES),
-            "update": UPDATES,
-            "all_reduce_dtype": ALL_REDUCE_DTYPES,
-        }
-        for name, allowed in checks.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"Expected {name} in {allowed}. Received: "
-                    f"{name}={getattr(self, name)!r}."
-                )
-        if self.architecture == "resnet" and (
-            self.d_norm != "spectral" or self.d_dropout
-        ):
-            raise ValueError(
-                "Expected d_norm='spectral' and d_dropout=0 with "
-                "architecture='resnet' (its discriminator is spectrally "
-                f"normalized, without dropout). Received: d_norm={self.d_norm!r}, "
-                f"d_dropout={self.d_dropout}. Set d_norm=spectral."
-            )
-        if self.width is not None and self.width < 1:
-            raise ValueError(
-                f"Expected width >= 1, or None (sized for the resolution). "
-                f"Received: width={self.width}."
-            )
-        for name in (
-            "latent_dim",
-            "batch_size",
-            "epochs",
-            "discriminator_steps",
-            "num_samples",
-            "sample_every",
-            "quality_images",
-            "base_batch_size",
-            "steps_per_execution",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"Expected {name} >= 1. Received: {name}={getattr(self, name)}."
-                )
-        if self.update == "simultaneous" and self.discriminator_steps != 1:
-            raise ValueError(
-                "Expected discriminator_steps=1 with update=simultaneous. "
-                f"Received: discriminator_steps={self.discriminator_steps}. "
-                "Use update=alternating for several discriminator steps."
-            )
-        if self.jit_compile not in (True, False, "auto"):
-            raise ValueError(
-                "Expected jit_compile to be true, false or auto. Received: "
-                f"jit_compile={self.jit_compile!r}."
-            )
-        for name in ("start_timeout_seconds", "heartbeat_timeout_seconds"):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"Expected {name} > 0. Received: {name}={getattr(self, name)}."
-                )
-        if self.collective_bytes_per_pack < 0:
-            raise ValueError(
-                "Expected collective_bytes_per_pack >= 0 (0: TensorFlow decides). "
-                f"Received: {self.collective_bytes_per_pack}."
-            )
-        if (
-            self.collective_timeout_seconds is not None
-            and self.collective_timeout_seconds <= 0
-        ):
-            raise ValueError(
-                "Expected collective_timeout_seconds > 0 or None. Received: "
-                f"{self.collective_timeout_seconds}."
-            )
-        if self.num_replicas is not None and self.num_replicas < 1:
-            raise ValueError(
-                "Expected num_replicas >= 1, or None (every device). "
-                f"Received: num_replicas={self.num_replicas}."
-            )
-        if self.image_size is not None and self.image_size < 1:
-            raise ValueError(
-                "Expected image_size >= 1 or None (the data's own size). "
-                f"Received: image_size={self.image_size}."
-            )
-        if self.warmup_epochs < 0:
-            raise ValueError(
-                f"Expected warmup_epochs >= 0. Received: {self.warmup_epochs}."
-            )
-        if self.quality_every_images is not None and self.quality_every_images < 1:
-            raise ValueError(
-                "Expected quality_every_images >= 1 or None. Received: "
-                f"{self.quality_every_images}."
-            )
-        if self.target_fcd is not None and self.target_fcd <= 0:
-            raise ValueError(
-                f"Expected target_fcd > 0 or None. Received: {self.target_fcd}."
-            )
-        if self.snapshot_every < 0:
-            raise ValueError(
-                "Expected snapshot_every >= 0 (0: a snapshot at the end only). "
-                f"Received: snapshot_every={self.snapshot_every}."
-            )
-        if self.quality_every < 0:
-            raise ValueError(
-                f"Expected quality_every >= 0. Received: {self.quality_every}."
-            )
-        if not 0.0 <= self.d_dropout < 1.0:
-            raise ValueError(
-                "Expected d_dropout in [0, 1) (0.3 is usual; 0 turns it off). "
-                f"Received: d_dropout={self.d_dropout}."
-            )
-        if self.learning_rate <= 0:
-            raise ValueError(
-                f"Expected learning_rate > 0. Received: {self.learning_rate}."
-            )
-        for name in ("beta_1", "beta_2", "d_beta_1", "d_beta_2"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"Expected {name} in [0, 1). Received: {value}.")
-        if self.d_learning_rate is not None and self.d_learning_rate <= 0:
-            raise ValueError(
-                "Expected d_learning_rate > 0 or None (the generator's). "
-                f"Received: {self.d_learning_rate}."
-            )
-        if self.ema_decay is not None and self.ema_halflife_images is not None:
-            raise ValueError(
-                "Expected one of ema_decay (per step) and ema_halflife_images "
-                f"(in images). Received: ema_decay={self.ema_decay} and "
-                f"ema_halflife_images={self.ema_halflife_images}. Drop one."
-            )
-        if self.ema_halflife_images is not None and self.ema_halflife_images <= 0:
-            raise ValueError(
-                "Expected ema_halflife_images > 0 (10000 is usual for MNIST). "
-                f"Received: ema_halflife_images={self.ema_halflife_images}."
-            )
-        if self.ema_rampup is not None and self.ema_rampup <= 0:
-            raise ValueError(
-                "Expected ema_rampup > 0 (0.05 is usual) or None (no ramp-up). "
-                f"Received: ema_rampup={self.ema_rampup}."
-            )
-        if self.augment != "none":
-            self.augmentation()  # its own checks: policy, probabilities
-        self.scaled_adam_moments("g")  # beta_2 must stay in [0, 1) scaled
-        self.scaled_adam_moments("d")
-        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
-            raise ValueError(
-                "Expected ema_decay in (0, 1) (0.999 is usual) or None (no "
-                f"average). Received: ema_decay={self.ema_decay}."
-            )
-        if self.penalty_weight is not None:
-            if self.gradient_penalty is None:
-                raise ValueError(
-                    "Expected penalty_weight only with a gradient_penalty. "
-                    f"Received: penalty_weight={self.penalty_weight} with "
-                    "gradient_penalty=None. Set gradient_penalty=wgan-gp or r1, "
-                    "or drop penalty_weight."
-                )
-            if self.penalty_weight <= 0:
-                raise ValueError(
-                    "Expected penalty_weight > 0 (10 is usual). Received: "
-                    f"penalty_weight={self.penalty_weight}."
-                )
+        check_config(self)
 
     @classmethod
     def preset(cls, name):

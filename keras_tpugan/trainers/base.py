@@ -58,8 +58,7 @@ from keras import ops
 from keras_tpugan import keyed_dropout, penalties
 from keras_tpugan.losses import flat_logits
 
-# The values the step logs, in the order of `GAN.trackers` (`penalty` only
-# with a gradient penalty).
+# The values the step logs, in `GAN.trackers`' order (`penalty`: with one).
 D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
 # How the networks step: D then G on fresh latents, or both from one
 # generator forward (the TensorFlow DCGAN tutorial's step).
@@ -395,8 +394,7 @@ def batch_normalizations(*models):
 
 
 def all_layers(model):
-    """Every layer of a model, nested models' layers included (the public
-    `layers` of each)."""
+    """Every layer of a model, nested models' included (their `layers`)."""
     for layer in getattr(model, "layers", ()):
         yield layer
         yield from all_layers(layer)

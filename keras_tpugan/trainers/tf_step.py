@@ -57,7 +57,7 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         divisor = tf.cast(global_batch, "float32")
         streams = 1 if self.update == "simultaneous" else self.discriminator_steps + 1
         noise = [
-            draw_noise(self, stream, local_batch, global_batch)
+            self._draw_noise(stream, local_batch, global_batch)
             for stream in range(streams)
         ]
         # The XLA boundary. On one device steps 2-4 (`_update`, next) are one
@@ -138,6 +138,10 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         )
         g_opt.apply(self._for_all_reduce(g_grads), self.generator.trainable_variables)
         return stats, g_loss
+
+    def _draw_noise(self, stream, local_batch, global_batch):
+        """This replica's numbers of one stream of the step (`tf_noise`)."""
+        return draw_noise(self, stream, local_batch, global_batch)
 
     def _gradients(self, gradients):
         """`gradients`, as its own XLA program where the step is not one.
