@@ -18,7 +18,8 @@ import keras
 import numpy as np
 
 from keras_tpugan.keyed_dropout import is_key
-from keras_tpugan.trainers.base import UPDATES, all_layers
+from keras_tpugan.models.walk import all_layers
+from keras_tpugan.trainers.base import UPDATES
 
 # Activations whose outputs cannot cover [-1, 1]: [0, 1] or [0, inf).
 _ONE_SIDED = ("sigmoid", "hard_sigmoid", "softmax", "relu", "relu6", "softplus", "elu")

@@ -427,3 +427,6 @@ def test_the_shipped_mnist_classifier_serves_mnist_at_its_own_size_only():
     assert uses("mnist") and uses("mnist", 28, 1) and uses("mnist", (28, 28))
     assert not uses("mnist", 32) and not uses("mnist", channels=3)
     assert not uses("cifar10") and not uses(("mnist",))
+    source = ktg.data.ImageSource
+    assert uses(source("mnist", image_size=28)) and uses(source("mnist", channels=1))
+    assert not uses(source("mnist", image_size=32)) and not uses(source("cifar10"))

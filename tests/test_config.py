@@ -61,7 +61,7 @@ def test_every_range_is_checked_once_at_the_edge():
         cfg.override(["gradient_penalty=gp"])
     with pytest.raises(ValueError, match="Expected norm in"):
         cfg.override(["norm=group"])
-    with pytest.raises(ValueError, match="Expected source in"):
+    with pytest.raises(ValueError, match="Expected `source` in"):
         cfg.override(["source=web"])
     ok = cfg.override(
         ["ema_decay=0.99", "gradient_penalty=wgan-gp", "penalty_weight=5"]

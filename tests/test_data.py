@@ -482,7 +482,7 @@ def test_a_streamed_folder_gives_the_batches_held_in_memory(tmp_path, caplog):
     assert {k: v for k, v in info.items() if k not in ("streamed", "memory_bytes")} == {
         k: v for k, v in held_info.items() if k not in ("streamed", "memory_bytes")
     }
-    files = data.image_files.FolderImages(folder, 8)
+    files = data.image_files.FolderImages(data.ImageSource(folder, image_size=8))
     python = EpochBatches(
         files, files.labels, **{k: kwargs[k] for k in ("batch_size", "seed", "xflip")}
     )
@@ -516,7 +516,9 @@ def test_streaming_reads_folders_only_and_names_a_file_that_fails_later(tmp_path
     whole = (tmp_path / "3.png").read_bytes()
     (tmp_path / "3.png").write_bytes(whole[: len(whole) // 2])
     with pytest.warns(UserWarning, match=r"Skipped 1 of the 5 files .*notes\.txt"):
-        files = data.image_files.FolderImages(str(tmp_path), 8)
+        files = data.image_files.FolderImages(
+            data.ImageSource(str(tmp_path), image_size=8)
+        )
     assert files.shape == (4, 8, 8, 3) and files.nbytes == 0
     assert files[np.array([2, 0])].shape == (2, 8, 8, 3)
     with pytest.raises(ValueError, match=r"Expected every streamed file.*3\.png"):
@@ -614,3 +616,57 @@ def test_a_tfds_split_streams_from_its_files_keyed_by_seed_and_epoch(tmp_path, c
         )
     with pytest.raises(ValueError, match="Expected a TFDS dataset on disk to stream"):
         data.load_images("mnist", source="offline", batch_size=4, stream=True)
+
+
+def _write_folder(root, count=6, size=(12, 10)):
+    """A folder of `count` RGB images in two class subfolders."""
+    for i in range(count):
+        folder = root / ("a" if i % 2 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = np.full((*size, 3), 20 * i, "uint8")
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+    return str(root)
+
+
+def test_an_image_source_is_checked_once_where_it_is_made(tmp_path):
+    folder = _write_folder(tmp_path / "images")
+    source = data.ImageSource(folder, image_size=8, channels=1, stream_files=True)
+    assert (source.kind, source.image_size, source.streamed) == ("folder", (8, 8), True)
+    with pytest.raises(ValueError, match="Expected image_size .* for the image folder"):
+        data.ImageSource(folder)
+    with pytest.raises(ValueError, match="Expected channels=1"):
+        data.ImageSource("mnist", channels=2)
+    with pytest.raises(ValueError, match="Expected resize in"):
+        data.ImageSource("mnist", resize="stretch")
+    with pytest.raises(ValueError, match="Expected split='train' for data with no"):
+        data.ImageSource(folder, image_size=8, split="test")
+    with pytest.raises(ValueError, match="Expected a folder of images with stream_f"):
+        data.ImageSource("mnist", stream_files=True)
+    with pytest.raises(ValueError, match="Expected a TFDS dataset name with stream_t"):
+        data.ImageSource(folder, image_size=8, stream_tfds=True)
+    # The keyword form's `stream` is the right one of the two for the data.
+    assert data.ImageSource.of(folder, stream=True, image_size=8).stream_files
+    assert data.ImageSource.of("mnist", stream=True).stream_tfds
+    with pytest.raises(ValueError, match="only files are streamed"):
+        data.ImageSource.of(np.zeros((4, 8, 8, 1)), stream=True)
+    # Options go in the source, not beside it.
+    assert data.ImageSource.of(source, image_size=None) is source
+    with pytest.raises(ValueError, match=r"not beside it. Received: .*\['resize'\]"):
+        data.load_images(source, resize="pad")
+
+
+def test_load_images_reads_an_image_source_as_its_keyword_form(tmp_path):
+    folder = _write_folder(tmp_path / "images")
+    options = dict(image_size=8, channels=1, resize="pad")
+    by_keywords = data.read_images(folder, **options)
+    by_source = data.read_images(data.ImageSource(folder, **options))
+    for a, b in zip(by_keywords[:2], by_source[:2], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert by_keywords[2] == by_source[2]
+    assert by_source[0].shape == (6, 8, 8, 1)
+    ds = data.load_images(
+        data.ImageSource(folder, **options), batch_size=3, labels=True
+    )
+    images, labels = next(iter(ds))
+    assert tuple(images.shape) == (3, 8, 8, 1) and tuple(labels.shape) == (3,)
+    assert data.is_normalized(ds)

@@ -1,6 +1,6 @@
 """`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs."""
 
-import os
+import dataclasses
 import time
 
 import keras
@@ -222,9 +222,11 @@ class QualityMetrics(GANCallback):
         TFDS split reads its first ones, which TFDS stored shuffled).
 
         Args:
-            data, source, image_size, channels, resize, image_key, label_key,
-                data_dir: As for `data.load_images` (the same images the
-                GAN trains on).
+            data: A `data.ImageSource` (then no image option beside it), or
+                the data with the options below, as for `data.load_images`
+                (the same images the GAN trains on).
+            source, image_size, channels, resize, image_key, label_key,
+                data_dir: As for `data.load_images`.
             seed: Seed of the classifier's split and training, of the
                 subset read, and of the generated images' latents.
             stream: As for `data.load_images`: the data is larger than
@@ -261,16 +263,9 @@ class QualityMetrics(GANCallback):
                 "Expected on_unlabelled to be 'raise' or 'none'. Received: "
                 f"on_unlabelled={on_unlabelled!r}."
             )
-        if cls.uses_mnist_classifier(data, image_size, channels):
-            quality = cls(seed=seed, **kwargs)
-            quality.classifier_record = None
-            return quality
-        folder = isinstance(data, str) and os.path.isdir(data)
-        tfds_name = isinstance(data, str) and not folder
-        images, labels, info = data_lib.read_images(
+        image_source = data_lib.ImageSource.of(
             data,
-            # A streamed TFDS split: its first images only.
-            split=f"train[:{max_images}]" if stream and tfds_name else "train",
+            stream=stream,
             source=source,
             image_size=image_size,
             channels=channels,
@@ -278,13 +273,25 @@ class QualityMetrics(GANCallback):
             image_key=image_key,
             label_key=label_key,
             data_dir=data_dir,
-            stream=stream and folder,
+        )
+        if cls.uses_mnist_classifier(image_source):
+            quality = cls(seed=seed, **kwargs)
+            quality.classifier_record = None
+            return quality
+        # The training split (a streamed TFDS split: its first images only),
+        # held in memory; a streamed folder decodes the subset only.
+        images, labels, info = data_lib.read_images(
+            dataclasses.replace(
+                image_source,
+                split=f"train[:{max_images}]" if image_source.stream_tfds else "train",
+                stream_tfds=False,
+            )
         )
         subset = np.arange(len(images))
         if len(images) > max_images:
             rng = np.random.default_rng(seed)
             subset = np.sort(rng.choice(len(images), max_images, replace=False))
-        if len(subset) < len(images) or info["streamed"]:
+        if len(subset) < len(images) or image_source.stream_files:
             images = images[subset]  # a streamed folder decodes these only
             labels = None if labels is None else labels[subset]
         if labels is None or len(np.unique(labels)) < 2:
@@ -322,11 +329,15 @@ class QualityMetrics(GANCallback):
         """Whether `for_data` scores this data with the shipped MNIST classifier.
 
         Args:
-            data, image_size, channels: As for `for_data`.
+            data: A `data.ImageSource`, or the data with `image_size` and
+                `channels` as for `for_data`.
+            image_size, channels: As for `for_data` (with raw data).
 
         Returns:
             True for MNIST read at 28x28x1 (its own size and channels).
         """
+        if isinstance(data, data_lib.ImageSource):
+            data, image_size, channels = data.data, data.image_size, data.channels
         if isinstance(image_size, int):
             image_size = (image_size, image_size)
         size = None if image_size is None else tuple(image_size)

@@ -44,15 +44,17 @@ def config_from_args(args, **changes):
     data = getattr(args, "data", None)
     preset = args.preset or ("demo" if data is None else "images")
     config = TrainConfig.preset(preset)
-    if data is not None:
-        config = dataclasses.replace(config, dataset=data)
+    first = {} if data is None else {"dataset": data}
     keys = {item.split("=", 1)[0].strip() for item in args.set}
     if (data is not None or "dataset" in keys) and "source" not in keys:
         # Other data than the preset's: its source is found anew (a preset
         # for the offline MNIST subset would refuse any other data).
-        config = dataclasses.replace(config, source="auto")
-    config = config.override(args.set)
+        first["source"] = "auto"
     changes["image_size"] = getattr(args, "image_size", None)
     changes["channels"] = getattr(args, "channels", None)
     changes = {k: v for k, v in changes.items() if v is not None}
-    return dataclasses.replace(config, **changes)
+    # Applied at once, so that no half-made config is checked (a folder
+    # without the --image-size that comes with it).
+    return dataclasses.replace(
+        config, **{**first, **config.parsed(args.set), **changes}
+    )

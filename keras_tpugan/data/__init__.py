@@ -6,7 +6,8 @@ epoch, with a fixed global batch (as replicas need): a `tf.data.Dataset` on
 the TensorFlow backend, a `keras_tpugan.EpochBatches` (no TensorFlow
 needed) on JAX.
 
-Modules: `loading` (`load_images`, `read_images`), `sources` (what they
+Modules: `image_source` (`ImageSource`: what to read and how), `loading`
+(`load_images`, `read_images`), `sources` (what they
 read: a name, arrays or a `tf.data.Dataset`), `tfds` (TFDS names and
 sources), `mnist` (the offline subset), `tf_batches` (the TensorFlow
 pipeline), `epoch_batches` (`EpochBatches`, the JAX one), `image_files`
@@ -16,6 +17,7 @@ and `checks`.
 
 from keras_tpugan.data.epoch_batches import EpochBatches
 from keras_tpugan.data.epochs import current_epoch, set_epoch
+from keras_tpugan.data.image_source import SOURCES, ImageSource
 from keras_tpugan.data.loading import (
     is_normalized,
     load_images,
@@ -23,7 +25,7 @@ from keras_tpugan.data.loading import (
     to_unit,
 )
 from keras_tpugan.data.mnist import OFFLINE_MNIST_FILE, OFFLINE_SPLITS, offline_mnist
-from keras_tpugan.data.tfds import SOURCES, STREAM_SHUFFLE_BUFFER
+from keras_tpugan.data.tfds import STREAM_SHUFFLE_BUFFER
 
 __all__ = [
     "OFFLINE_MNIST_FILE",
@@ -31,6 +33,7 @@ __all__ = [
     "SOURCES",
     "STREAM_SHUFFLE_BUFFER",
     "EpochBatches",
+    "ImageSource",
     "current_epoch",
     "is_normalized",
     "load_images",

@@ -4,7 +4,7 @@
 class, searched recursively) into one uint8 array; `FolderImages` stands
 for such an array without holding it, decoding the files of the rows it is
 indexed with (streaming, for folders larger than memory); `fit_image`
-brings one image to a size by the resize policy (`RESIZE_POLICIES`). They
+brings one image to a size by the resize policy (`ImageSource.resize`). They
 use Pillow and numpy only, so every backend can read images the same way.
 """
 
@@ -16,74 +16,8 @@ import numpy as np
 from PIL import Image
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
-# "crop": the largest centred part of the target's aspect ratio, then resize;
-# "pad": black borders to the target's aspect ratio, then resize;
-# "squash": resize as it is (the aspect ratio changes).
-RESIZE_POLICIES = ("crop", "pad", "squash")
 # Pillow modes with one colour channel.
 _GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "F")
-
-
-def check_size(image_size):
-    """Validates an image size: an int (square) or `(height, width)`.
-
-    Args:
-        image_size: An int, a pair of ints, or None.
-
-    Returns:
-        `(height, width)`, or None when `image_size` is None.
-    """
-    if image_size is None:
-        return None
-    size = (image_size, image_size) if isinstance(image_size, int) else image_size
-    try:
-        size = tuple(int(s) for s in size)
-    except TypeError:
-        size = ()
-    if (
-        isinstance(image_size, bool)
-        or len(size) != 2
-        or min(size) < 1
-        or any(isinstance(s, bool) for s in size)
-    ):
-        raise ValueError(
-            "Expected image_size to be a positive int (square images) or "
-            f"(height, width). Received: image_size={image_size!r}."
-        )
-    return size
-
-
-def check_channels(channels):
-    """Validates a channel count: 1 (grey), 3 (RGB) or None (as the data).
-
-    Args:
-        channels: 1, 3 or None.
-
-    Returns:
-        `channels`.
-    """
-    if channels not in (None, 1, 3) or isinstance(channels, bool):
-        raise ValueError(
-            "Expected channels=1 (grey), 3 (RGB) or None (as the data). "
-            f"Received: channels={channels!r}."
-        )
-    return channels
-
-
-def check_resize(resize):
-    """Validates a resize policy (one of `RESIZE_POLICIES`).
-
-    Args:
-        resize: `"crop"`, `"pad"` or `"squash"`.
-
-    Returns:
-        `resize`.
-    """
-    if resize not in RESIZE_POLICIES:
-        raise ValueError(
-            f"Expected resize in {RESIZE_POLICIES}. Received: resize={resize!r}."
-        )
-    return resize
 
 
 def fit_image(image, size, resize="crop"):
@@ -98,7 +32,7 @@ def fit_image(image, size, resize="crop"):
     Args:
         image: An array `(h, w, c)`, uint8 or float32.
         size: `(height, width)`.
-        resize: One of `RESIZE_POLICIES`.
+        resize: `"crop"`, `"pad"` or `"squash"` (`image_source.RESIZE_POLICIES`).
 
     Returns:
         An array `(*size, c)` of the input's dtype.
@@ -108,7 +42,6 @@ def fit_image(image, size, resize="crop"):
     >>> fit_image(np.zeros((218, 178, 3), "uint8"), (64, 64)).shape
     (64, 64, 3)
     """
-    check_resize(resize)
     height, width = size
     h, w = image.shape[:2]
     if resize == "crop":
@@ -213,7 +146,7 @@ def _files_under(directory):
     return sorted(found)
 
 
-def read_folder(directory, image_size, channels=None, resize="crop"):
+def read_folder(image_source):
     """Decodes every image under a folder into one uint8 array.
 
     png, jpg, webp and bmp files are read (searched recursively); other
@@ -224,18 +157,15 @@ def read_folder(directory, image_size, channels=None, resize="crop"):
     `fit_image`. Files are decoded on a pool of threads.
 
     Args:
-        directory: A folder, flat or with one subfolder per class.
-        image_size: `(height, width)` or an int.
-        channels: 1, 3 or None.
-        resize: One of `RESIZE_POLICIES`.
+        image_source: An `ImageSource` of a folder (flat, or one subfolder
+            per class): its `image_size`, `channels` and `resize` apply.
 
     Returns:
         `(images, labels, class_names)`: uint8 `(n, h, w, c)`, int32
         labels or None, class names or None.
     """
-    _, _, labels, class_names, decoded = _scan(
-        directory, image_size, channels, resize, _decode
-    )
+    _, labels, class_names, decoded = _scan(image_source, _decode)
+    channels = image_source.channels
     if channels is None:
         channels = 1 if all(grey for _, grey in decoded) else 3
     images = np.stack([convert_channels(pixels, channels) for pixels, _ in decoded])
@@ -280,27 +210,19 @@ def _header(path, size, resize):
     return _opened(path, lambda image: image.mode)
 
 
-def _scan(directory, image_size, channels, resize, probe):
-    """Checks the arguments, lists a folder and probes every file.
+def _scan(image_source, probe):
+    """Lists a folder and probes every file.
 
     `probe(path, size, resize)` (`_decode` or `_header`) runs on a pool of
     threads; files it finds unreadable are skipped with one warning that
     says how many and names the first.
 
     Returns:
-        `(size, paths, labels, class_names, values)` for the kept files:
+        `(paths, labels, class_names, values)` for the kept files:
         `values[i]` is what `probe` returned for `paths[i]`.
     """
-    size = check_size(image_size)
-    if size is None:
-        raise ValueError(
-            f"Expected image_size (an int, or (height, width)) for the image "
-            f"folder {directory!r}: its images can have any size. Received: "
-            "image_size=None. Pass the side to train at, such as image_size=64 "
-            "(`--image-size 64` at the command line)."
-        )
-    check_channels(channels)
-    check_resize(resize)
+    directory = image_source.data
+    size, resize = image_source.image_size, image_source.resize
     paths, labels, class_names = list_images(directory)
     if not paths:
         raise ValueError(
@@ -332,7 +254,6 @@ def _scan(directory, image_size, channels, resize, probe):
             stacklevel=4,
         )
     return (
-        size,
         [paths[i] for i in kept],
         None if labels is None else labels[kept],
         class_names,
@@ -353,10 +274,8 @@ class FolderImages:
     raises a `ValueError` naming it.
 
     Args:
-        directory: A folder, flat or with one subfolder per class.
-        image_size: `(height, width)` or an int.
-        channels: 1, 3 or None.
-        resize: One of `RESIZE_POLICIES`.
+        image_source: An `ImageSource` of a folder (flat, or one subfolder
+            per class): its `image_size`, `channels` and `resize` apply.
 
     Attributes:
         labels: int32 class ids (one per kept file) or None.
@@ -366,7 +285,7 @@ class FolderImages:
     Example:
 
     ```python
-    images = FolderImages("photos/", 64)
+    images = FolderImages(ImageSource("photos/", image_size=64))
     images.shape  # (n, 64, 64, 3); nothing decoded yet
     batch = images[np.array([3, 0, 7])]  # uint8 (3, 64, 64, 3)
     ```
@@ -375,18 +294,18 @@ class FolderImages:
     dtype = np.dtype("uint8")
     ndim = 4
 
-    def __init__(self, directory, image_size, channels=None, resize="crop"):
-        size, paths, labels, class_names, modes = _scan(
-            directory, image_size, channels, resize, _header
-        )
+    def __init__(self, image_source):
+        paths, labels, class_names, modes = _scan(image_source, _header)
+        channels = image_source.channels
         if channels is None:
             channels = 1 if all(mode in _GREY_MODES for mode in modes) else 3
-        self.directory = directory
+        self.directory = image_source.data
         self.paths = paths
         self.labels = labels
         self.class_names = class_names
-        self.size, self.channels, self.resize = size, channels, resize
-        self.shape = (len(self.paths), *size, channels)
+        self.size, self.resize = image_source.image_size, image_source.resize
+        self.channels = channels
+        self.shape = (len(self.paths), *self.size, channels)
         self.nbytes = 0  # no pixels are held
 
     def __len__(self):

@@ -8,7 +8,6 @@ needed) on JAX. Reading TFDS or a user's `tf.data.Dataset` needs TensorFlow.
 """
 
 import logging
-import os
 import weakref
 
 import numpy as np
@@ -16,10 +15,10 @@ import numpy as np
 from keras_tpugan.data import image_files
 from keras_tpugan.data.checks import check_batch_size, check_labels, describe, info_dict
 from keras_tpugan.data.epoch_batches import scaled, underlying
+from keras_tpugan.data.image_source import ImageSource
 from keras_tpugan.data.sources import from_arrays, from_dataset, from_name
 from keras_tpugan.data.tf_batches import tf_epoch_batches
 from keras_tpugan.data.tfds import streamed_tfds
-from keras_tpugan.tf_import import is_dataset
 
 logger = logging.getLogger("keras_tpugan")
 # The datasets `load_images` made (weakly held).
@@ -60,9 +59,11 @@ def load_images(
     the replica or process count.
 
     Args:
-        data: A TFDS dataset name (`"mnist"`, `"cifar10"`, `"celeb_a"`,
-            ...), a folder of images (flat, or one subfolder per class;
-            searched recursively; png, jpg, webp, bmp), a numpy array of
+        data: An `ImageSource` (then none of the image options below:
+            `split` to `stream`), or: a TFDS dataset name (`"mnist"`,
+            `"cifar10"`, `"celeb_a"`, ...), a folder of images (flat, or
+            one subfolder per class; searched recursively; png, jpg, webp,
+            bmp), a numpy array of
             images `(n, h, w)` or `(n, h, w, c)`, a tuple `(images,
             labels)`, or a `tf.data.Dataset` of images or `(image, label)`
             pairs (batched or not). uint8 data and data with values above
@@ -118,6 +119,18 @@ def load_images(
     >>> ds.element_spec.shape
     TensorShape([64, 28, 28, 1])
     """
+    image_source = ImageSource.of(
+        data,
+        stream=stream,
+        split=split,
+        source=source,
+        image_size=image_size,
+        channels=channels,
+        resize=resize,
+        image_key=image_key,
+        label_key=label_key,
+        data_dir=data_dir,
+    )
     if (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, (int, np.integer))
@@ -127,37 +140,11 @@ def load_images(
             "Expected a positive integer `batch_size`. Received: "
             f"batch_size={batch_size!r}."
         )
-    if stream and isinstance(data, str) and not os.path.isdir(data):
-        ds, info = streamed_tfds(
-            data,
-            split=split,
-            source=source,
-            data_dir=data_dir,
-            batch_size=batch_size,
-            labels=labels,
-            shuffle=shuffle,
-            seed=seed,
-            xflip=xflip,
-            size=image_files.check_size(image_size),
-            channels=image_files.check_channels(channels),
-            resize=image_files.check_resize(resize),
-            image_key=image_key,
-            label_key=label_key,
-        )
+    if image_source.stream_tfds:
+        ds, info = streamed_tfds(image_source, batch_size, labels, shuffle, seed, xflip)
         _NORMALIZED.add(ds)
         return (ds, info) if return_info else ds
-    images, class_ids, info = read_images(
-        data,
-        split=split,
-        source=source,
-        image_size=image_size,
-        channels=channels,
-        resize=resize,
-        image_key=image_key,
-        label_key=label_key,
-        data_dir=data_dir,
-        stream=stream,
-    )
+    images, class_ids, info = read_images(image_source)
     check_labels(labels, class_ids is not None, info)
     n = len(images)
     check_batch_size(batch_size, n, info)
@@ -207,12 +194,14 @@ def read_images(
     """Reads images into memory as `load_images` does, without batching.
 
     Args:
-        data, split, source, image_size, channels, resize, image_key,
+        data: An `ImageSource`, or the data with the options below (as for
+            `load_images`).
+        split, source, image_size, channels, resize, image_key,
         label_key, data_dir, stream: As for `load_images`.
 
     Returns:
         `(images, labels, info)`: uint8 pixels (float32 in [-1, 1] for float
-        arrays) `(n, h, w, c)` (with `stream=True`, an
+        arrays) `(n, h, w, c)` (for a streamed folder, an
         `image_files.FolderImages` that reads them on demand), int32 class
         ids or None, and the info dict.
 
@@ -222,64 +211,56 @@ def read_images(
     >>> images.shape, images.dtype
     ((4000, 28, 28, 1), dtype('uint8'))
     """
-    size = image_files.check_size(image_size)
-    image_files.check_channels(channels)
-    image_files.check_resize(resize)
-    folder = isinstance(data, str) and os.path.isdir(data)
-    if split != "train" and (folder or not isinstance(data, str)):
+    image_source = ImageSource.of(
+        data,
+        stream=stream,
+        split=split,
+        source=source,
+        image_size=image_size,
+        channels=channels,
+        resize=resize,
+        image_key=image_key,
+        label_key=label_key,
+        data_dir=data_dir,
+    )
+    if image_source.stream_tfds:
         raise ValueError(
-            "Expected split='train' for data with no splits (a folder, "
-            f"arrays or a dataset). Received: split={split!r} with "
-            f"{describe(data)}. Keep split='train', or pass only the part of "
-            "the data to train on."
+            "Expected a folder of images with read_images(stream=True): "
+            "a TFDS split streams as batches, from load_images(..., "
+            f"stream=True). Received: {describe(image_source.data)}. Use "
+            "load_images, or stream=False (the images held in memory as uint8)."
         )
-    if stream and not folder:
-        if isinstance(data, str):  # a TFDS name: streamed as batches only
-            raise ValueError(
-                "Expected a folder of images with read_images(stream=True): "
-                "a TFDS split streams as batches, from load_images(..., "
-                f"stream=True). Received: {describe(data)}. Use load_images, "
-                "or stream=False (the images held in memory as uint8)."
-            )
-        raise ValueError(
-            "Expected a folder of images or a TFDS dataset name with "
-            "stream=True: only files are streamed. Received: "
-            f"{describe(data)}. Use stream=False (the images held in memory "
-            "as uint8), or write the images to a folder."
-        )
-    if is_dataset(data):
+    kind, data = image_source.kind, image_source.data
+    size, channels = image_source.image_size, image_source.channels
+    if kind == "dataset":
         images, class_ids, info = from_dataset(data)
-    elif folder:
-        if stream:
-            images = image_files.FolderImages(
-                data, size, channels=channels, resize=resize
-            )
+    elif kind == "folder":
+        if image_source.stream_files:
+            images = image_files.FolderImages(image_source)
             class_ids, names = images.labels, images.class_names
         else:
-            images, class_ids, names = image_files.read_folder(
-                data, size, channels=channels, resize=resize
-            )
+            images, class_ids, names = image_files.read_folder(image_source)
         info = info_dict("folder", data, class_ids, names)
         logger.info(
             "training data = the image folder %r%s.",
             data,
-            ", streamed" if stream else "",
+            ", streamed" if image_source.stream_files else "",
         )
-    elif isinstance(data, str):
-        images, class_ids, info = from_name(
-            data, split, source, data_dir, size, resize, image_key, label_key
-        )
+    elif kind == "name":
+        images, class_ids, info = from_name(image_source)
     else:
         images, class_ids, info = from_arrays(data)
-    if not stream:
+    if not image_source.stream_files:
         if size is not None and images.shape[1:3] != size:
-            images = np.stack([image_files.fit_image(x, size, resize) for x in images])
+            images = np.stack(
+                [image_files.fit_image(x, size, image_source.resize) for x in images]
+            )
         images = image_files.convert_channels(images, channels)
     info.update(
         num_examples=len(images),
         image_shape=tuple(int(d) for d in images.shape[1:]),
         memory_bytes=int(images.nbytes),
-        streamed=bool(stream),
+        streamed=image_source.streamed,
     )
     return images, class_ids, info
 

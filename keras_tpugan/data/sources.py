@@ -15,12 +15,15 @@ from keras_tpugan.tf_import import tf
 logger = logging.getLogger("keras_tpugan")
 
 
-def from_name(name, split, source, data_dir, size, resize, image_key, label_key):
-    resolved = resolved_source(name, source, data_dir)
+def from_name(image_source):
+    """The images of a dataset name: TFDS's, or the offline MNIST subset."""
+    name, split, source = image_source.data, image_source.split, image_source.source
+    resolved = resolved_source(name, source, image_source.data_dir)
     if resolved == "offline":
         if name != "mnist" and source == "auto":
             raise ValueError(
-                f"TFDS has no data for {name!r} in {data_dir or 'its data dir'} "
+                f"TFDS has no data for {name!r} in "
+                f"{image_source.data_dir or 'its data dir'} "
                 "and cannot download it (no network, or no such dataset). "
                 "Download it on a machine with internet (`tfds build "
                 f"{name}`), or pass a folder or arrays."
@@ -38,7 +41,7 @@ def from_name(name, split, source, data_dir, size, resize, image_key, label_key)
             split,
         )
         return x, y, info_dict("offline", "mnist", y, num_classes=10)
-    return from_tfds(name, split, data_dir, size, resize, image_key, label_key)
+    return from_tfds(image_source)
 
 
 def from_arrays(data):

@@ -22,7 +22,6 @@ from keras_tpugan.tf_import import tf
 
 logger = logging.getLogger("keras_tpugan")
 
-SOURCES = ("auto", "tfds", "offline")
 _DOWNLOAD_HOST = ("storage.googleapis.com", 443)
 # Examples in a streamed TFDS split's shuffle buffer (encoded: CelebA's
 # JPEGs take about 150 MB), mixed after its files are read in a new order.
@@ -30,12 +29,8 @@ STREAM_SHUFFLE_BUFFER = 10_000
 
 
 def resolved_source(name, source, data_dir):
-    """`source` checked, and `"auto"` resolved to `"tfds"` (its data on disk
-    or downloadable) or `"offline"`."""
-    if source not in SOURCES:
-        raise ValueError(
-            f"Expected `source` in {SOURCES}. Received: source={source!r}."
-        )
+    """`source` (one of `SOURCES`, as an `ImageSource` checks it), `"auto"`
+    resolved to `"tfds"` (its data on disk or downloadable) or `"offline"`."""
     _check_dataset_name(name)
     if source == "auto":
         return "tfds" if _tfds_available(name, data_dir) else "offline"
@@ -85,8 +80,11 @@ def _tfds():
     return tfds
 
 
-def from_tfds(name, split, data_dir, size, resize, image_key, label_key):
+def from_tfds(image_source):
     """A TFDS split in memory: its image feature (uint8) and label, if any."""
+    name, split, data_dir = image_source.data, image_source.split, image_source.data_dir
+    size, resize = image_source.image_size, image_source.resize
+    image_key, label_key = image_source.image_key, image_source.label_key
     tfds = _tfds()
 
     ds, tfds_info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
@@ -131,22 +129,7 @@ def from_tfds(name, split, data_dir, size, resize, image_key, label_key):
     )
 
 
-def streamed_tfds(
-    name,
-    split,
-    source,
-    data_dir,
-    batch_size,
-    labels,
-    shuffle,
-    seed,
-    xflip,
-    size,
-    channels,
-    resize,
-    image_key,
-    label_key,
-):
+def streamed_tfds(image_source, batch_size, labels, shuffle, seed, xflip):
     """A TFDS split read from its files batch by batch (`stream=True`).
 
     Every epoch reads the split's files in an order drawn from (seed,
@@ -155,7 +138,15 @@ def streamed_tfds(
     the global batch the same for any replica or process count. Records
     are decoded after the buffer (it holds encoded examples), each brought
     to `size` and `channels` as `read_images` brings a held one.
+
+    Args:
+        image_source: An `ImageSource` with `stream_tfds=True`.
+        batch_size, labels, shuffle, seed, xflip: As for `load_images`.
     """
+    name, split, source = image_source.data, image_source.split, image_source.source
+    data_dir, size = image_source.data_dir, image_source.image_size
+    channels, resize = image_source.channels, image_source.resize
+    image_key, label_key = image_source.image_key, image_source.label_key
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
             "Expected the TensorFlow backend to stream a TFDS dataset (its "

@@ -6,6 +6,7 @@ from keras_tpugan import (
     large_batch,
 )
 from keras_tpugan.augment import DiffAugment
+from keras_tpugan.data.image_source import ImageSource
 from keras_tpugan.runs.config_checks import check_config
 from keras_tpugan.runs.config_types import parse_value
 from keras_tpugan.runs.presets import PRESETS
@@ -178,6 +179,28 @@ class TrainConfig:
     def __post_init__(self):
         check_config(self)
 
+    def image_source(self, split=None, data=None):
+        """The `ImageSource` of the run's images: what the data loader, the
+        quality metrics and the studies read (checked once, here).
+
+        Args:
+            split: Another split than `split` (the validation split).
+            data: Other data than `dataset` (arrays a notebook passes), read
+                with the config's image options.
+
+        Returns:
+            A `keras_tpugan.data.ImageSource`.
+        """
+        return ImageSource.of(
+            self.dataset if data is None else data,
+            split=self.split if split is None else split,
+            source=self.source,
+            image_size=self.image_size,
+            channels=self.channels,
+            resize=self.resize,
+            stream=self.stream,
+        )
+
     @classmethod
     def preset(cls, name):
         """Returns a preset by name.
@@ -205,6 +228,17 @@ class TrainConfig:
         Returns:
             A new `TrainConfig`.
         """
+        return dataclasses.replace(self, **self.parsed(assignments))
+
+    def parsed(self, assignments):
+        """The `key=value` strings as a dict of typed values, unapplied.
+
+        Args:
+            assignments: Strings such as `"epochs=5"`.
+
+        Returns:
+            A dict from setting names to values of the fields' types.
+        """
         fields = {f.name: f for f in dataclasses.fields(self)}
         changes = {}
         for item in assignments:
@@ -218,7 +252,7 @@ class TrainConfig:
                     f"{', '.join(sorted(fields))}."
                 )
             changes[key] = parse_value(text.strip(), fields[key].type, key)
-        return dataclasses.replace(self, **changes)
+        return changes
 
     def augmentation(self):
         """The `DiffAugment` the config describes (None for "none").

@@ -5,7 +5,6 @@ called with their messages."""
 import dataclasses
 
 from keras_tpugan import (
-    data,
     distribute,
     gan_checks,
     large_batch,
@@ -14,7 +13,6 @@ from keras_tpugan import (
     penalties,
     precision,
 )
-from keras_tpugan.data import image_files
 from keras_tpugan.keyed_dropout import check_rate
 from keras_tpugan.runs.config_types import is_type, type_name
 from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
@@ -30,9 +28,6 @@ def check_config(config):
                 f"Received: {field.name}={value!r}."
             )
     checks = {
-        "source": data.SOURCES,
-        "resize": image_files.RESIZE_POLICIES,
-        "channels": (None, 1, 3),
         "architecture": models.ARCHITECTURES,
         "norm": models.NORMS,
         "d_norm": models.D_NORMS,
@@ -103,11 +98,6 @@ def check_config(config):
             "Expected num_replicas >= 1, or None (every device). "
             f"Received: num_replicas={config.num_replicas}."
         )
-    if config.image_size is not None and config.image_size < 1:
-        raise ValueError(
-            "Expected image_size >= 1 or None (the data's own size). "
-            f"Received: image_size={config.image_size}."
-        )
     if config.warmup_epochs < 0:
         raise ValueError(
             f"Expected warmup_epochs >= 0. Received: {config.warmup_epochs}."
@@ -144,6 +134,7 @@ def check_config(config):
             f"Received: {config.d_learning_rate}."
         )
     # The owners' own checks, with their messages.
+    config.image_source()
     gan_checks.check_update(config.update, config.discriminator_steps)
     gan_checks.check_jit_compile(config.jit_compile)
     gan_checks.check_ema(

@@ -111,17 +111,11 @@ def prepare(config, strategy=None, data=None):
     precision.configure(config.precision, strategy)
     distribute.check_global_batch(config.batch_size, strategy)
     dataset, info = data_lib.load_images(
-        config.dataset if data is None else data,
-        split=config.split,
+        config.image_source(data=data),
         batch_size=config.batch_size,
         labels=config.conditional,
-        source=config.source,
         seed=config.seed,
-        image_size=config.image_size,
-        channels=config.channels,
-        resize=config.resize,
         xflip=config.xflip,
-        stream=config.stream,
         return_info=True,
     )
     steps = (info["num_examples"] or 0) // config.batch_size or None
@@ -148,16 +142,10 @@ def _validation_data(config, replicas):
 
     def held_out(batch_size):
         return data_lib.load_images(
-            config.dataset,
-            split=config.validation_split,
+            config.image_source(split=config.validation_split),
             batch_size=batch_size,
             labels=config.conditional,
-            source=config.source,
             shuffle=False,
-            image_size=config.image_size,
-            channels=config.channels,
-            resize=config.resize,
-            stream=config.stream,
             return_info=True,
         )
 

@@ -144,15 +144,10 @@ def train(
         logger.warning("quality figures: %s.", unavailable)
     elif config.quality_every:
         quality = callbacks.QualityMetrics.for_data(
-            config.dataset,
-            source=config.source,
-            image_size=config.image_size,
-            channels=config.channels,
-            resize=config.resize,
+            config.image_source(),
             every_n_epochs=config.quality_every,
             num_images=config.quality_images,
             seed=config.seed,
-            stream=config.stream,
             every_n_images=_quality_every_images(config, info),
             global_batch_size=config.batch_size,
         )
@@ -330,9 +325,7 @@ def _quality_unavailable(config, info):
     """Why the run gets no quality figures, or None when it gets them."""
     if not config.quality_every:
         return "off (quality_every=0)"
-    shipped = callbacks.QualityMetrics.uses_mnist_classifier(
-        config.dataset, config.image_size, config.channels
-    )
+    shipped = callbacks.QualityMetrics.uses_mnist_classifier(config.image_source())
     if shipped or (info["num_classes"] or 0) >= 2:
         return None
     shape = "x".join(map(str, info["image_shape"]))

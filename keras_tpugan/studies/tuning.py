@@ -186,17 +186,11 @@ class GANHyperModel(kt.HyperModel):
         Built once, before any trial: for data other than MNIST it trains
         (or loads from the cache) the classifier of the data's classes.
         """
-        data = self.config.dataset if self.data is None else self.data
         quality = callbacks.QualityMetrics.for_data(
-            data,
-            source=self.config.source,
-            image_size=self.config.image_size,
-            channels=self.config.channels,
-            resize=self.config.resize,
+            self.config.image_source(data=self.data),
             num_images=self.quality_images,
             classifier_dir=self.classifier_dir,
             seed=self.config.seed,
-            stream=self.config.stream,
             on_unlabelled="none",
         )
         if quality is None and self.objective != "images_per_sec":

@@ -192,6 +192,24 @@ class GANStep:
 
     # ------------------------------------------------------------ helpers
 
+    def held_out_inputs(self, images, labels, noise, global_batch):
+        """The `StepInputs` of `test_step`: networks in inference mode.
+
+        Args:
+            images, labels: The held-out batch (labels None, unconditional).
+            noise: `(latents, alpha, ...)` from the validation draw.
+            global_batch: Examples over all replicas (the loss divisor).
+        """
+        return StepInputs(
+            images=images,
+            labels=labels,
+            latents=noise[0],
+            alpha=noise[1],
+            global_batch=global_batch,
+            loss_scale=1.0,
+            training=False,
+        )
+
     def training_inputs(self, noise, images, labels, global_batch, augment_p):
         """The `StepInputs` of one training phase, by keyword.
 
@@ -200,7 +218,7 @@ class GANStep:
                 dropout)`, from the backend's draw.
             images: This replica's real images, or None for the generator's
                 phase (which uses no interpolation weights either).
-            labels: Its labels, or None.
+            labels: Their labels, or None.
             global_batch: Examples over all replicas (the loss divisor).
             augment_p: The augmentation probability now, or None.
 
@@ -381,20 +399,3 @@ def _check_batch(images, labels, image_shape, num_classes):
             "Received: images only. Load the data with labels "
             "(load_images(..., labels=True))."
         )
-
-
-def batch_normalizations(*models):
-    """The `BatchNormalization` layers of `models`, nested models' included."""
-    return [
-        layer
-        for model in models
-        for layer in all_layers(model)
-        if isinstance(layer, keras.layers.BatchNormalization)
-    ]
-
-
-def all_layers(model):
-    """Every layer of a model, nested models' included (their `layers`)."""
-    for layer in getattr(model, "layers", ()):
-        yield layer
-        yield from all_layers(layer)

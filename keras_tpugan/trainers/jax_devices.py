@@ -6,7 +6,7 @@ import jax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec
 
-from keras_tpugan.trainers.base import batch_normalizations
+from keras_tpugan.models.walk import batch_normalizations
 
 
 def summed_over_devices(gan, local, replicated, inputs):

@@ -9,7 +9,6 @@ from keras_tpugan.augment import NOISE_SIZE
 from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
-    StepInputs,
 )
 from keras_tpugan.trainers.jax_devices import flat_all_reduce_pays, summed_over_devices
 from keras_tpugan.trainers.jax_state import (
@@ -88,16 +87,8 @@ class JAXGANStep(GANStep):
         images, labels = self.unpack_batch(data)
         global_batch = images.shape[0]
         divisor = float(global_batch)
-        latents, alpha, _ = self._validation_noise(state, global_batch)
-        inputs = StepInputs(
-            images=images,
-            labels=labels,
-            latents=latents,
-            alpha=alpha,
-            global_batch=divisor,
-            loss_scale=1.0,
-            training=False,
-        )
+        noise = self._validation_noise(state, global_batch)
+        inputs = self.held_out_inputs(images, labels, noise, divisor)
         # 2. Both objectives, the networks in inference mode; nothing trains.
         d_stats, g_loss = self.held_out_stats(self._network_values(state), inputs)
         # 3. Update the metrics.

@@ -8,7 +8,6 @@ from keras_tpugan.internals import TensorFlowTrainerHooks
 from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
-    StepInputs,
 )
 from keras_tpugan.trainers.tf_noise import draw_noise, validation_noise
 from keras_tpugan.trainers.tf_xla import (
@@ -215,16 +214,8 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         images, labels = self.unpack_batch(data)
         local_batch, global_batch = self._batch_sizes(images)
         divisor = tf.cast(global_batch, "float32")
-        latents, alpha, _ = validation_noise(self, local_batch, global_batch)
-        inputs = StepInputs(
-            images=images,
-            labels=labels,
-            latents=latents,
-            alpha=alpha,
-            global_batch=divisor,
-            loss_scale=1.0,
-            training=False,
-        )
+        noise = validation_noise(self, local_batch, global_batch)
+        inputs = self.held_out_inputs(images, labels, noise, divisor)
         # 2. Both objectives, the networks in inference mode; nothing trains.
         d_stats, g_loss = self.held_out_stats(self._network_values(), inputs)
         # 3. Update the metrics.

@@ -3,7 +3,7 @@ whether the whole update or only the gradients are compiled."""
 
 import tensorflow as tf
 
-from keras_tpugan.trainers.base import batch_normalizations
+from keras_tpugan.models.walk import batch_normalizations
 
 
 def whole_step_in_xla(xla, strategy):
