@@ -194,15 +194,7 @@ class QualityMetrics(GANCallback):
     def for_data(
         cls,
         data="mnist",
-        source="auto",
-        image_size=None,
-        channels=None,
-        resize="crop",
-        image_key=None,
-        label_key=None,
-        data_dir=None,
         seed=0,
-        stream=False,
         max_images=50_000,
         on_unlabelled="raise",
         **kwargs,
@@ -222,22 +214,22 @@ class QualityMetrics(GANCallback):
         TFDS split reads its first ones, which TFDS stored shuffled).
 
         Args:
-            data: A `data.ImageSource` (then no image option beside it), or
-                the data with the options below, as for `data.load_images`
-                (the same images the GAN trains on).
-            source, image_size, channels, resize, image_key, label_key,
-                data_dir: As for `data.load_images`.
+            data: A `data.ImageSource`, or the data as for
+                `data.load_images` (the same images the GAN trains on). A
+                streamed source is larger than memory: only the subset is
+                read.
             seed: Seed of the classifier's split and training, of the
                 subset read, and of the generated images' latents.
-            stream: As for `data.load_images`: the data is larger than
-                memory, and only the subset is read.
             max_images: The most images read to train the classifier and
                 score against.
             on_unlabelled: What to do with data that has no labels, or one
                 class: `"raise"` a `ValueError`, or return `"none"` (for a
                 caller that trains without figures then).
-            **kwargs: The other arguments of `QualityMetrics`
-                (`every_n_epochs`, `num_images`, ...).
+            **kwargs: With raw data, `data.load_images`' image options
+                (`source`, `image_size`, `channels`, `resize`, `stream`,
+                ...: `data.ImageSource.options()`); the rest are
+                `QualityMetrics` arguments (`every_n_epochs`, `num_images`,
+                ...).
 
         Returns:
             A `QualityMetrics`, or None for unlabelled data with
@@ -263,17 +255,12 @@ class QualityMetrics(GANCallback):
                 "Expected on_unlabelled to be 'raise' or 'none'. Received: "
                 f"on_unlabelled={on_unlabelled!r}."
             )
-        image_source = data_lib.ImageSource.of(
-            data,
-            stream=stream,
-            source=source,
-            image_size=image_size,
-            channels=channels,
-            resize=resize,
-            image_key=image_key,
-            label_key=label_key,
-            data_dir=data_dir,
-        )
+        image_options = {
+            k: kwargs.pop(k)
+            for k in list(kwargs)
+            if k in data_lib.ImageSource.options()
+        }
+        image_source = data_lib.ImageSource.of(data, **image_options)
         if cls.uses_mnist_classifier(image_source):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None

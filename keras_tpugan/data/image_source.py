@@ -156,6 +156,11 @@ class ImageSource:
             **options,
         )
 
+    @classmethod
+    def options(cls):
+        """The names `of` takes beside the data: the fields, and `stream`."""
+        return tuple(f.name for f in dataclasses.fields(cls)[1:]) + ("stream",)
+
     @property
     def kind(self):
         """`"folder"`, `"name"` (TFDS or the offline subset), `"dataset"` (a

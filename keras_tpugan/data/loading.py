@@ -179,25 +179,15 @@ def load_images(
     return (ds, info) if return_info else ds
 
 
-def read_images(
-    data="mnist",
-    split="train",
-    source="auto",
-    image_size=None,
-    channels=None,
-    resize="crop",
-    image_key=None,
-    label_key=None,
-    data_dir=None,
-    stream=False,
-):
+def read_images(data="mnist", **image_options):
     """Reads images into memory as `load_images` does, without batching.
 
     Args:
-        data: An `ImageSource`, or the data with the options below (as for
-            `load_images`).
-        split, source, image_size, channels, resize, image_key,
-        label_key, data_dir, stream: As for `load_images`.
+        data: A `data.ImageSource`, or the data (as for `load_images`).
+        **image_options: With raw data, `load_images`' image options
+            (`split`, `source`, `image_size`, `channels`, `resize`,
+            `image_key`, `label_key`, `data_dir`, `stream`): the fields of
+            `ImageSource.of`.
 
     Returns:
         `(images, labels, info)`: uint8 pixels (float32 in [-1, 1] for float
@@ -211,18 +201,7 @@ def read_images(
     >>> images.shape, images.dtype
     ((4000, 28, 28, 1), dtype('uint8'))
     """
-    image_source = ImageSource.of(
-        data,
-        stream=stream,
-        split=split,
-        source=source,
-        image_size=image_size,
-        channels=channels,
-        resize=resize,
-        image_key=image_key,
-        label_key=label_key,
-        data_dir=data_dir,
-    )
+    image_source = ImageSource.of(data, **image_options)
     if image_source.stream_tfds:
         raise ValueError(
             "Expected a folder of images with read_images(stream=True): "
