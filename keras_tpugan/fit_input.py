@@ -11,7 +11,7 @@ import keras
 import numpy as np
 
 from keras_tpugan import data as data_lib
-from keras_tpugan import distribute, gan_checks
+from keras_tpugan import gan_checks
 from keras_tpugan.data.epoch_batches import underlying
 from keras_tpugan.tf_import import is_dataset
 
@@ -67,7 +67,7 @@ def check_fit_input(gan, x, y, batch_size):
     """Checks `fit`'s or `evaluate`'s input before any step: not empty, and a
     global batch that splits evenly over the replicas; then its first batch
     (`check_first_batch`)."""
-    replicas = distribute.num_replicas(gan.strategy)
+    replicas = gan.placement.replicas
     first_batch = None
     batches = underlying(x)  # an EpochBatches, or one repeated
     if batches is not None:
@@ -101,7 +101,7 @@ def check_fit_input(gan, x, y, batch_size):
     else:
         global_batch = batch_size or 32
     if global_batch is not None:
-        distribute.check_global_batch(global_batch, gan.strategy)
+        gan.placement.check_global_batch(global_batch)
     check_first_batch(gan, x, y, first_batch)
 
 

@@ -137,6 +137,7 @@ class GAN(BackendGANStep, keras.Model):
     ):
         super().__init__(**kwargs)
         self._fitting = False  # True inside `fit` (`evaluate` reads it)
+        self._placement = None  # made when first asked (`placement`)
         # One warning at most about a generator that cannot reach -1: at
         # its last activation here, else on its first batch at `fit`.
         self._checked_output_range = gan_checks.check_networks(
@@ -452,6 +453,15 @@ class GAN(BackendGANStep, keras.Model):
         return np.concatenate(out, axis=0)
 
     # ------------------------------------------------------------- helpers
+
+    @property
+    def placement(self):
+        """Where the GAN trains: a `distribute.Placement` of its strategy,
+        made once (the replicas, the processes, whether this one is the
+        chief that writes files)."""
+        if self._placement is None:
+            self._placement = distribute.Placement.of(self.strategy)
+        return self._placement
 
     def strategy_scope(self):
         """The scope of the strategy (or distribution) the GAN was built in."""

@@ -34,6 +34,20 @@ def test_prepare_seeds_applies_precision_loads_and_counts():
     gan = run.build_gan()
     assert gan.generator.dtype_policy.name == "mixed_bfloat16"
     assert gan.latent_dim == config.latent_dim and gan.seed == config.seed
+    # The placement, asked of the strategy once, is the GAN's too.
+    placement = run.placement
+    assert isinstance(placement, distribute.Placement)
+    assert (placement.replicas, placement.processes, placement.chief) == (2, 1, True)
+    assert placement.to_dict() == {
+        "backend": BACKEND,
+        "strategy": distribute.strategy_name(strategy),
+        "replicas": 2,
+        "processes": 1,
+        "device_kind": "CPU",
+    }
+    assert gan.placement.replicas == 2 and gan.placement.strategy is strategy
+    with pytest.raises(ValueError, match=r"divisible by the 2 replica\(s\)"):
+        placement.check_global_batch(3)
 
 
 def test_prepare_seeds_the_weights():

@@ -5,8 +5,6 @@ import tempfile
 
 import keras
 
-from keras_tpugan import distribute
-
 
 class GANCallback(keras.callbacks.Callback):
     """Base class: checks the model and the output directory up front.
@@ -38,7 +36,7 @@ class GANCallback(keras.callbacks.Callback):
                 f"{type(self).__name__} expects a keras_tpugan.GAN. Received: "
                 f"a {type(self.model).__name__}. Attach it to GAN.fit."
             )
-        self.chief = distribute.is_chief(self.model.strategy)
+        self.chief = self.model.placement.chief
         if self.directory is not None and self.chief:
             try:
                 os.makedirs(self.directory, exist_ok=True)

@@ -6,7 +6,8 @@ On the TensorFlow backend the GAN is built and compiled under a
 the backend Keras runs on, and both are used the same way:
 `with strategy.scope(): ...` around building and compiling the GAN.
 
-Modules: `strategy` (choosing one, replicas, scope), `cluster` (several
+Modules: `strategy` (choosing one, replicas, scope), `placement`
+(`Placement`: where a run trains, asked once), `cluster` (several
 processes), `agreement` (the same settings and the chief's values on every
 process), `sharding` (the data over processes, the global batch check),
 `iterators` (deleting multi-process iterators safely, the exit protocol)
@@ -29,6 +30,7 @@ from keras_tpugan.distribute.iterators import (
     install_exit_handler,
     release_unused_iterators,
 )
+from keras_tpugan.distribute.placement import Placement
 from keras_tpugan.distribute.sharding import (
     check_global_batch,
     shard_over_processes,
@@ -48,6 +50,7 @@ from keras_tpugan.distribute.tpu import (
 )
 
 __all__ = [
+    "Placement",
     "COLLECTIVES",
     "EXIT_WAIT_SECONDS",
     "KINDS",

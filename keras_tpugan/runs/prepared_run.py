@@ -24,13 +24,13 @@ class PreparedRun:
 
     Attributes:
         config: The `TrainConfig`.
-        strategy: The `tf.distribute.Strategy` or, on JAX, the
-            `keras.distribution.DataParallel` to build and fit under.
+        placement: The `distribute.Placement`: the strategy (or, on JAX,
+            the `keras.distribution.DataParallel`) to build and fit under,
+            the replicas, processes and chief.
         dataset: The batched `tf.data.Dataset` (global batches).
         info: `load_images`'s info dict (`source`, `num_examples`,
             `image_shape`, `num_classes`).
         steps_per_epoch: Batches per epoch (None when the size is unknown).
-        replicas: Replicas the global batch is split over.
         validation: The held-out `config.validation_split`, batched, for
             `fit(..., validation_data=...)` (None without one).
 
@@ -44,12 +44,21 @@ class PreparedRun:
     """
 
     config: TrainConfig
-    strategy: Any
+    placement: distribute.Placement
     dataset: Any
     info: dict
     steps_per_epoch: int | None
-    replicas: int
     validation: Any = None
+
+    @property
+    def strategy(self):
+        """The placement's strategy (or JAX distribution)."""
+        return self.placement.strategy
+
+    @property
+    def replicas(self):
+        """Replicas the global batch is split over, all processes together."""
+        return self.placement.replicas
 
     def build_gan(self):
         """Builds and compiles the config's GAN in the strategy's scope.
@@ -107,9 +116,10 @@ def prepare(config, strategy=None, data=None):
         )
     keras.utils.set_random_seed(config.seed)
     strategy = strategy or distribute.get_strategy(**config.strategy_options())
+    placement = distribute.Placement.of(strategy)
     distribute.check_same_settings(config.to_dict(), strategy)
     precision.configure(config.precision, strategy)
-    distribute.check_global_batch(config.batch_size, strategy)
+    placement.check_global_batch(config.batch_size)
     dataset, info = data_lib.load_images(
         config.image_source(data=data),
         batch_size=config.batch_size,
@@ -119,17 +129,15 @@ def prepare(config, strategy=None, data=None):
         return_info=True,
     )
     steps = (info["num_examples"] or 0) // config.batch_size or None
-    replicas = distribute.num_replicas(strategy)
     validation = None
     if config.validation_split is not None and data is None:
-        validation = _validation_data(config, replicas)
+        validation = _validation_data(config, placement.replicas)
     return PreparedRun(
         config=config,
-        strategy=strategy,
+        placement=placement,
         dataset=dataset,
         info=info,
         steps_per_epoch=steps,
-        replicas=replicas,
         validation=validation,
     )
 

@@ -9,7 +9,7 @@ import time
 
 import keras
 
-from keras_tpugan import callbacks, distribute
+from keras_tpugan import callbacks
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.tf_import import tensorflow
 
@@ -94,9 +94,9 @@ def train(
     workdir = os.fspath(workdir)
     _check_run_folder(config, workdir, resume)
     run = prepare(config, strategy)
-    info, strategy = run.info, run.strategy
-    chief = distribute.is_chief(strategy)  # only the chief writes files
-    processes = distribute.process_count(strategy)
+    info, placement = run.info, run.placement
+    chief = placement.chief  # only the chief writes files
+    processes = placement.processes
     if time_budget_seconds is not None and processes > 1:
         raise ValueError(
             "Expected one process with a time budget (each process would "
@@ -110,8 +110,7 @@ def train(
     gan = run.build_gan()
     backup_dir = os.path.join(workdir, BACKUP)
     if processes > 1:  # one backup per process: each restores its own
-        index = distribute.process_index(strategy)
-        backup_dir = os.path.join(backup_dir, f"process_{index}")
+        backup_dir = os.path.join(backup_dir, f"process_{placement.process_index}")
     backup = keras.callbacks.BackupAndRestore(
         backup_dir, double_checkpoint=True, delete_checkpoint=False
     )
@@ -203,10 +202,8 @@ def train(
         "data_streamed": info["streamed"],
         "data_memory_bytes": info["memory_bytes"],
         "validation_split": config.validation_split if run.validation else None,
-        "strategy": distribute.strategy_name(strategy),
-        "backend": keras.backend.backend(),
-        "processes": distribute.process_count(strategy),
-        "replicas": run.replicas,  # over all processes
+        # backend, strategy, replicas (over all processes), processes, device
+        **placement.to_dict(),
         # The policy in force ("auto" resolved) and the setting asked for.
         "precision": keras.mixed_precision.global_policy().name,
         "precision_setting": config.precision,

@@ -3,7 +3,6 @@
 import keras
 import tensorflow as tf
 
-from keras_tpugan import distribute
 from keras_tpugan.internals import TensorFlowTrainerHooks
 from keras_tpugan.trainers.base import (
     GANStep,
@@ -44,8 +43,8 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
 
     @property
     def process_count(self):
-        """How many processes the strategy spans."""
-        return distribute.process_count(self.distribute_strategy)
+        """How many processes the strategy spans (`GAN.placement`)."""
+        return self.placement.processes
 
     def train_step(self, data):
         # 1. This replica's share of the global batch, and the step's random
