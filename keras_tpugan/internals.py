@@ -21,7 +21,15 @@ changes, so an upgrade breaks loudly here rather than quietly elsewhere.
    class attribute of its collective strategy, to bound how long a
    multi-worker strategy waits for its peers at the start.
 6. `wait_at_barrier`: the same service's barrier, at exit.
+7. `extend_iter_in_place` and `held_by_list_only`: a distributed dataset's
+   class extended in place (Keras knows a distributed dataset by its
+   TensorFlow class, which the strategy makes) so that its iterators are
+   kept, and when an iterator is held by nothing else (its reference count:
+   TensorFlow's iterators hold none to themselves).
 """
+
+import functools
+import sys
 
 # The versions every entry was checked on (`tests/test_internals.py`).
 CHECKED_ON = {"keras": "3.15.1", "tensorflow": "2.21.0"}
@@ -178,3 +186,35 @@ def wait_at_barrier(name, seconds):
     from tensorflow.python.eager import context
 
     context.context().wait_at_barrier(name, int(seconds * 1000))
+
+
+# 7. A distributed dataset's iterators, kept ---------------------------------
+
+
+def extend_iter_in_place(distributed, keep):
+    """Passes every new iterator of `distributed` through `keep`.
+
+    The strategy makes the dataset's object, and Keras recognizes a
+    distributed dataset by its TensorFlow class, so the class is extended in
+    place (a subclass with one base: a mixin would change the object's
+    layout). The subclass is made once per TensorFlow class.
+    """
+    distributed.__class__ = _keeping_class(type(distributed), keep)
+    return distributed
+
+
+@functools.cache
+def _keeping_class(base, keep):
+    def __iter__(self):
+        return keep(base.__iter__(self))
+
+    return type(base.__name__, (base,), {"__iter__": __iter__})
+
+
+def held_by_list_only(iterator):
+    """Whether only one list holds `iterator` (and the caller's loop).
+
+    Its reference count (CPython's): the list, the caller's loop variable,
+    this function's argument and `getrefcount`'s own.
+    """
+    return sys.getrefcount(iterator) <= 4

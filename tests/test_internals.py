@@ -25,6 +25,7 @@ PRIVATE = re.compile(
     r"|\._(get_variable_index|flatten_layers|maybe_symbolic_build|make_function"
     r"|inner_optimizers|check_health_initial_timeout|use_cached_eval_dataset)\b"
     r"|context\(\)\.(wait_at_barrier|configure_coordination_service)\("
+    r"|\.__class__\s*=|getrefcount\("
 )
 
 
@@ -121,3 +122,22 @@ def test_5_6_tensorflows_coordination_service_entries_exist():
     assert list(barrier.parameters)[1:] == ["barrier_id", "timeout_in_ms"], (
         "internals 6: Context.wait_at_barrier changed"
     )
+
+
+def test_7_a_list_of_iterators_knows_which_nobody_else_holds():
+    class Iterator:
+        pass
+
+    kept, dropped = Iterator(), Iterator()
+    held = [kept, Iterator()]
+    del dropped
+    assert [internals.held_by_list_only(it) for it in held] == [False, True]
+
+    class Base:
+        def __iter__(self):
+            return iter([1, 2])
+
+    seen = []
+    extended = internals.extend_iter_in_place(Base(), lambda it: seen.append(it) or it)
+    assert isinstance(extended, Base) and type(extended).__name__ == "Base"
+    assert list(extended) == [1, 2] and len(seen) == 1

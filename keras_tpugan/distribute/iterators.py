@@ -17,7 +17,6 @@ dataset registers nothing: importing the package has no side effect.
 """
 
 import atexit
-import functools
 import logging
 import os
 import sys
@@ -48,9 +47,7 @@ def deleting_iterators_aside(distributed):
     the iterators are kept here until only this module holds them, then
     deleted on another thread (`release_unused_iterators`).
     """
-    # The strategy builds the dataset's object, so its class is extended in
-    # place (Keras recognizes a distributed dataset by its TensorFlow class).
-    distributed.__class__ = _class_deleting_iterators_aside(type(distributed))
+    internals.extend_iter_in_place(distributed, _kept_iterator)
     install_exit_handler()
     return distributed
 
@@ -79,17 +76,13 @@ def install_exit_handler():
     return True
 
 
-@functools.cache
-def _class_deleting_iterators_aside(base):
-    def __iter__(self):
-        release_unused_iterators()
-        iterator = base.__iter__(self)
-        with _ITERATORS_LOCK:
-            _ITERATORS.append(iterator)
-        return iterator
-
-    # One base only: a mixin makes the object's layout differ from base's.
-    return type(base.__name__, (base,), {"__iter__": __iter__})
+def _kept_iterator(iterator):
+    """Keeps a new iterator of a multi-process dataset (and first deletes
+    the unused ones aside)."""
+    release_unused_iterators()
+    with _ITERATORS_LOCK:
+        _ITERATORS.append(iterator)
+    return iterator
 
 
 def release_unused_iterators():
@@ -114,8 +107,7 @@ def release_unused_iterators():
     ```
     """
     with _ITERATORS_LOCK:
-        # Held only by the list and by getrefcount's own argument.
-        unused = [it for it in _ITERATORS if sys.getrefcount(it) <= 3]
+        unused = [it for it in _ITERATORS if internals.held_by_list_only(it)]
         _ITERATORS[:] = [it for it in _ITERATORS if all(it is not u for u in unused)]
     if not unused:
         return None
