@@ -76,7 +76,7 @@ class TensorFlowTrainerHooks:
         # Keras reduces every logged value of every step across workers with
         # its own all-reduce (reduction "auto", i.e. "mean", whatever
         # `distribute_reduction_method` says): one collective per logged
-        # value, which on two CPU processes took half of each step. The
+        # value, half of a step on CPU processes (docs/design_notes.md). The
         # step's values are all-reduced already (one collective), so every
         # replica holds the same logs: take the first local replica's
         # ("first", as Keras does on TPUs).

@@ -77,8 +77,8 @@ def _offline_rows(split, count):
 
 @functools.cache
 def _offline_mnist_arrays():
-    # `np.loadtxt` reads the file as uint8 in under 0.1 s (a float parse such
-    # as `np.genfromtxt`'s takes 2-4 s on a 2-core CPU); once a process.
+    # Read as uint8, once a process: a float parse is 20-40x slower
+    # (docs/design_notes.md).
     table = np.loadtxt(OFFLINE_MNIST_FILE, delimiter=",", dtype=np.uint8)
     order = np.random.RandomState(0).permutation(len(table))
     table = table[order]

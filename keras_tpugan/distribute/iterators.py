@@ -37,15 +37,11 @@ def deleting_iterators_aside(distributed):
     """The multi-process dataset, its iterators deleted on a thread of their own.
 
     Deleting an iterator of a `MultiWorkerMirroredStrategy` dataset waits
-    about 1 to 2 s (CPU processes, TensorFlow 2.21), idle: 0.01 s of CPU in
-    1.7 s of wall time, and mostly 0.01 s in all when the next fit's steps
-    run beside it. Keras drops an epoch's iterator at the end of each epoch and
-    of each `fit`, on the training loop's thread, and the other processes
-    wait for this one at their next step. No option of tf.data or of the
-    strategy removes the wait (`experimental_fetch_to_device=False`,
-    `experimental_per_replica_buffer_size=0`, autotuning off were tried), so
-    the iterators are kept here until only this module holds them, then
-    deleted on another thread (`release_unused_iterators`).
+    for the peers (docs/design_notes.md), and Keras drops an epoch's
+    iterator on the training loop's thread, where the other processes would
+    wait for this one; no option of tf.data or of the strategy removes the
+    wait. So the iterators are kept here until only this module holds them,
+    then deleted on another thread (`release_unused_iterators`).
     """
     internals.extend_iter_in_place(distributed, _kept_iterator)
     install_exit_handler()
@@ -179,11 +175,9 @@ _EXIT_BARRIERS = {"needed": False, "count": 0}
 def _wait_for_peers(seconds):
     """Waits, at most `seconds`, until every process is here too.
 
-    A process should not leave while a peer still deletes: seen with two
-    CPU processes, one deleted its last four iterators in 3 s and exited
-    while the other's deletion was still running 10 s later. (A deletion
-    can outlast the wait even so; `end_process` then leaves without
-    finalizing.)
+    A process should not leave while a peer still deletes
+    (docs/design_notes.md). (A deletion can outlast the wait even so;
+    `end_process` then leaves without finalizing.)
     The barrier is TensorFlow's coordination service's
     (`internals.wait_at_barrier`). A lost peer fails it, or it times out:
     either way the process goes on ending.

@@ -2,13 +2,10 @@
 command line): each a dict of the settings it changes from the defaults."""
 
 PRESETS = {
-    # About 7 minutes of training on a 2-core CPU: the offline MNIST
-    # subset (4,000 digits). Batch-normalized generator, spectrally
-    # normalized discriminator, Adam at 4e-3 with beta_1 = 0: each won its
-    # ablation on two seeds (README, "Ablations"); 250 epochs (15,500
-    # steps) fit the 10-minute bar in float32 with the whole update in XLA
-    # under the default strategy (a 300-epoch run: FCD 24.7 at 250, 24.3
-    # at 300, 520 s of training).
+    # The offline MNIST subset (4,000 digits), about 11 to 16 minutes on a
+    # 2-core CPU. Batch-normalized generator, spectrally normalized
+    # discriminator, Adam at 4e-3 with beta_1 = 0: each won its ablation
+    # (the measurements: docs/design_notes.md).
     "demo": dict(
         source="offline",
         latent_dim=64,
@@ -22,9 +19,9 @@ PRESETS = {
         # mixed_bfloat16 where it is native (TPUs, recent GPUs), float32 on
         # CPUs without AMX, where emulated bfloat16 is the slower.
         precision="auto",
-        # XLA on GPUs and TPUs, off on CPUs (where this DCGAN measured as
-        # fast without it) and where synchronized batch norm cannot run in
-        # it (a multi-GPU MirroredStrategy).
+        # XLA on GPUs and TPUs, off on CPUs (where this DCGAN is as fast
+        # without it) and where synchronized batch norm cannot run in it (a
+        # multi-GPU MirroredStrategy).
         jit_compile="auto",
         # The average spans the same images at any batch size.
         ema_halflife_images=20_000,

@@ -19,12 +19,10 @@ def summed_over_devices(gan, local, replicated, inputs):
     made (XLA combines them into one all-reduce of many buffers). With
     `flat_all_reduce`, each device computes `local` on its own examples
     (`jax.shard_map`) and `summed` crosses the devices as ONE flat
-    buffer: Gloo, JAX's CPU collectives across processes, reduces a
-    combined all-reduce buffer by buffer, each a round trip (about 4 ms
-    each on one core per process; 60 buffers cost 248 ms, one flat
-    buffer 8 ms). This fusion of gradients into one buffer is what
-    TensorFlow's collectives do themselves (`bytes_per_pack`); no JAX or
-    Keras API does it, hence this helper. With `all_reduce_dtype=
+    buffer: Gloo, JAX's CPU collectives across processes, pays a round
+    trip per buffer (docs/design_notes.md). TensorFlow's collectives fuse
+    gradients themselves (`bytes_per_pack`); no JAX or Keras API does,
+    hence this helper. With `all_reduce_dtype=
     "bfloat16"` the gradients cross as a bfloat16 buffer of their own,
     the logged shares in float32 beside it.
     """

@@ -261,9 +261,8 @@ class JAXGANStep(GANStep):
 
         Drawn inside the step, the numbers are otherwise left to XLA's
         sharding propagation, which kept the generator's whole global batch
-        on every process: on two CPU processes one of its convolutions took
-        69 ms a step instead of 21. The values do not change (JAX's random
-        bits do not depend on the sharding).
+        on every process (docs/design_notes.md). The values do not change
+        (JAX's random bits do not depend on the sharding).
         """
         if self.strategy is None:
             return value
