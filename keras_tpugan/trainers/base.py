@@ -60,8 +60,7 @@ from keras_tpugan.losses import flat_logits
 
 # The values the step logs, in `GAN.trackers`' order (`penalty`: with one).
 D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
-# How the networks step: D then G on fresh latents, or both from one
-# generator forward (the TensorFlow DCGAN tutorial's step).
+# How the networks step: D then G, or both from one generator forward.
 UPDATES = ("alternating", "simultaneous")
 # The types the gradients may cross the replicas in (`GAN.compile`'s
 # `all_reduce_dtype`): bfloat16 halves the bytes.

@@ -1,0 +1,78 @@
+"""The real images `QualityMetrics.for_data` scores against, and the
+classifier of their classes it scores with."""
+
+import dataclasses
+
+import numpy as np
+
+from keras_tpugan import data as data_lib
+from keras_tpugan import metrics
+
+
+class UnlabelledDataError(ValueError):
+    """Data without labels, or with one class: no classifier to score with."""
+
+
+def labelled_reference(image_source, seed, max_images):
+    """A classifier of the data's classes and the images to compare with.
+
+    At most `max_images` images are read into memory: a subset drawn from
+    `seed` (a streamed folder decodes only those; a streamed TFDS split
+    reads its first ones). The classifier (`metrics.data_classifier`,
+    cached) holds out a tenth, the floor's images; up to 10,000 of the rest
+    are the reference.
+
+    Args:
+        image_source: A `data.ImageSource`.
+        seed: Seed of the subset, the classifier's split and training.
+        max_images: The most images read.
+
+    Returns:
+        `(classifier, record, real_images, held_out_images)`, the images
+        in [-1, 1].
+
+    Raises:
+        UnlabelledDataError: The data has no labels, or one class.
+    """
+    images, labels, info = _subset(image_source, seed, max_images)
+    if labels is None or len(np.unique(labels)) < 2:
+        shape = "x".join(map(str, images.shape[1:]))
+        raise UnlabelledDataError(
+            "Expected labelled images of at least 2 classes, to train the "
+            "classifier FCD, the classifier score and KID are measured "
+            f"with. Received: {info['name']!r} ({shape} images, "
+            f"{'no labels' if labels is None else 'one class'}). Give a "
+            "folder one subfolder per class, or name the TFDS label feature "
+            "(label_key); FID needs the standard Inception weights, which "
+            "are not shipped."
+        )
+    model, record = metrics.data_classifier(images, labels, seed=seed)
+    test = metrics.held_out_indices(len(images), seed)
+    reference = np.setdiff1d(np.arange(len(images)), test)[:10_000]
+    record = {
+        **record,
+        "real_images": len(reference),
+        "held_out_images": len(test),
+    }
+    real = data_lib.to_unit(images[reference])
+    return model, record, real, data_lib.to_unit(images[test])
+
+
+def _subset(image_source, seed, max_images):
+    # The training split (a streamed TFDS split: its first images only),
+    # held in memory; a streamed folder decodes the subset only.
+    images, labels, info = data_lib.read_images(
+        dataclasses.replace(
+            image_source,
+            split=f"train[:{max_images}]" if image_source.stream_tfds else "train",
+            stream_tfds=False,
+        )
+    )
+    subset = np.arange(len(images))
+    if len(images) > max_images:
+        rng = np.random.default_rng(seed)
+        subset = np.sort(rng.choice(len(images), max_images, replace=False))
+    if len(subset) < len(images) or image_source.stream_files:
+        images = images[subset]  # a streamed folder decodes these only
+        labels = None if labels is None else labels[subset]
+    return images, labels, info
