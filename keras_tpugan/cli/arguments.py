@@ -10,6 +10,20 @@ PRESET_HELP = (
 )
 
 
+def add_config_arguments(parser):
+    """`--preset`, `--set` and the data's arguments: what `config_from_args`
+    reads."""
+    parser.add_argument("--preset", default=None, help=PRESET_HELP)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of the preset (repeatable)",
+    )
+    add_data_arguments(parser)
+
+
 def add_data_arguments(parser):
     """`--data`, `--image-size` and `--channels`: the user's own images."""
     parser.add_argument(

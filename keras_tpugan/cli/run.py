@@ -2,7 +2,10 @@
 
 import json
 
-from keras_tpugan.cli.arguments import PRESET_HELP, add_data_arguments, config_from_args
+from keras_tpugan.cli.arguments import (
+    add_config_arguments,
+    config_from_args,
+)
 
 EXAMPLES = {
     "train": """examples:
@@ -36,15 +39,7 @@ def add_parsers(command):
         "Train a GAN; writes samples, curves, the generator and summary.json "
         "under --out.",
     )
-    train.add_argument("--preset", default=None, help=PRESET_HELP)
-    train.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting of the preset (repeatable)",
-    )
-    add_data_arguments(train)
+    add_config_arguments(train)
     train.add_argument(
         "--snapshot-every",
         type=int,

@@ -1,7 +1,7 @@
 """`keras-tpugan sweep` and `keras-tpugan tune`: the batch-size study, the
 ablation grid and the keras-tuner search."""
 
-from keras_tpugan.cli.arguments import PRESET_HELP, add_data_arguments, config_from_args
+from keras_tpugan.cli.arguments import add_config_arguments, config_from_args
 
 EXAMPLES = {
     "sweep": """examples:
@@ -85,15 +85,7 @@ def add_parsers(command):
         help="score every batch size after the same images and report the steps, "
         "images and seconds to reach this FCD",
     )
-    sweep.add_argument("--preset", default=None, help=PRESET_HELP)
-    sweep.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting of the preset (repeatable)",
-    )
-    add_data_arguments(sweep)
+    add_config_arguments(sweep)
     sweep.add_argument(
         "--out", required=True, help="folder for the runs and results.csv/md/json"
     )
@@ -171,15 +163,7 @@ def add_parsers(command):
         help="trials of the grid, random and bayesian tuners (default: as many "
         "as there are combinations; hyperband sets its own)",
     )
-    tune.add_argument("--preset", default=None, help=PRESET_HELP)
-    tune.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting of the preset (repeatable)",
-    )
-    add_data_arguments(tune)
+    add_config_arguments(tune)
     tune.add_argument(
         "--out", required=True, help="folder for the trials and results.csv/md/json"
     )
