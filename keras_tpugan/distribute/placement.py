@@ -91,13 +91,11 @@ class Placement:
 
 def _device_kind(strategy):
     if keras.backend.backend() == "jax":
-        devices = getattr(getattr(strategy, "device_mesh", None), "devices", None)
-        if devices is None:
-            import jax
+        import jax
 
-            device = jax.devices()[0]
-        else:
-            device = devices.flat[0]
+        # Keras's mesh may name its devices ("cpu:0"); JAX's mesh holds them.
+        mesh = getattr(getattr(strategy, "device_mesh", None), "backend_mesh", None)
+        device = jax.devices()[0] if mesh is None else mesh.devices.flat[0]
         return "CPU" if device.platform == "cpu" else device.device_kind
     if strategy is None or strategy_name(strategy) == "DefaultStrategy":
         # Which has no devices of its own: it places on the first
