@@ -463,6 +463,21 @@ class GAN(BackendGANStep, keras.Model):
             self._placement = distribute.Placement.of(self.strategy)
         return self._placement
 
+    def set_placement(self, placement):
+        """Gives the GAN the `distribute.Placement` of its strategy, made
+        already (`prepare`'s), so that it is not asked again.
+
+        Args:
+            placement: A `distribute.Placement` of `gan.strategy`.
+        """
+        if placement.strategy is not self.strategy:
+            raise ValueError(
+                "Expected the placement of the strategy the GAN was built under. "
+                f"Received: a placement of {placement.strategy_name}. Build the "
+                "GAN inside that strategy's scope."
+            )
+        self._placement = placement
+
     def strategy_scope(self):
         """The scope of the strategy (or distribution) the GAN was built in."""
         return distribute.scope(self.strategy)

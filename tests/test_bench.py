@@ -210,3 +210,24 @@ def test_rgb_digits_trains_on_its_folder_and_prints_its_table(tmp_path, capsys):
     assert 0.0 <= last["precision"] <= 1.0 and 0.0 <= last["recall"] <= 1.0
     grid = np.asarray(Image.open(tmp_path / "run" / "samples" / "epoch_0001.png"))
     assert grid.shape[-1] == 3
+
+
+def test_settings_flow_counts_entries_into_data_and_distribute(capsys, tmp_path):
+    """benchmarks/settings_flow.py: how often a run enters the packages."""
+    script = _benchmark_script("settings_flow")
+    out = str(tmp_path / "run")
+    argv = ["--args", "train", "--preset", "smoke", "--set", "epochs=1"]
+    script.main([*argv, "--set", "quality_every=0", "--set", "width=8", "--out", out])
+    printed = capsys.readouterr().out
+    rows = {
+        line.split()[0]: line.split()[1:3]
+        for line in printed.splitlines()
+        if line.split() and line.split()[0] in script.PACKAGES
+    }
+    assert set(rows) == {"data", "distribute", "image_files"}
+    setup, whole = (int(n) for n in rows["distribute"])
+    assert 0 < setup <= whole
+    # The placement is made once a run (by `prepare`), the data loaded by
+    # `load_images` of the config's ImageSource; the folder reader not at all.
+    assert "placement.of x1," in printed and "loading.load_images x" in printed
+    assert rows["image_files"] == ["0", "0"]

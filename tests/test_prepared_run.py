@@ -45,7 +45,10 @@ def test_prepare_seeds_applies_precision_loads_and_counts():
         "processes": 1,
         "device_kind": "CPU",
     }
-    assert gan.placement.replicas == 2 and gan.placement.strategy is strategy
+    assert gan.placement is placement  # given, not asked of the strategy again
+    other = distribute.Placement.of(distribute.get_strategy("cpu", num_replicas=1))
+    with pytest.raises(ValueError, match="Expected the placement of the strategy"):
+        gan.set_placement(other)
     with pytest.raises(ValueError, match=r"divisible by the 2 replica\(s\)"):
         placement.check_global_batch(3)
 

@@ -1,6 +1,7 @@
 """`TrainConfig`: every setting of a training run, validated, with presets."""
 
 import dataclasses
+import functools
 
 from keras_tpugan import (
     large_batch,
@@ -181,7 +182,8 @@ class TrainConfig:
 
     def image_source(self, split=None, data=None):
         """The `ImageSource` of the run's images: what the data loader, the
-        quality metrics and the studies read (checked once, here).
+        quality metrics and the studies read (checked where it is made: the
+        config's own is made once, when the config is).
 
         Args:
             split: Another split than `split` (the validation split).
@@ -191,9 +193,18 @@ class TrainConfig:
         Returns:
             A `keras_tpugan.data.ImageSource`.
         """
+        if split is None and data is None:
+            return self._image_source
+        return self._image_source_of(self.split if split is None else split, data)
+
+    @functools.cached_property
+    def _image_source(self):
+        return self._image_source_of(self.split, None)
+
+    def _image_source_of(self, split, data):
         return ImageSource.of(
             self.dataset if data is None else data,
-            split=self.split if split is None else split,
+            split=split,
             source=self.source,
             image_size=self.image_size,
             channels=self.channels,

@@ -67,12 +67,14 @@ class PreparedRun:
             A compiled `keras_tpugan.GAN`.
         """
         with self.strategy.scope():
-            return build_gan(
+            gan = build_gan(
                 self.config,
                 self.info["image_shape"],
                 self.info["num_classes"],
                 self.steps_per_epoch,
             )
+        gan.set_placement(self.placement)
+        return gan
 
 
 def prepare(config, strategy=None, data=None):
