@@ -196,6 +196,7 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
         save_weights_only=True,
     )
     best_score = keras.callbacks.EarlyStopping("classifier_score", patience=10)
+    curves = ktg.callbacks.LossCurves(tmp_path, show=False)
     history = gan.fit(
         batches(random_images(8), 4),
         epochs=4,
@@ -205,10 +206,14 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
             stopping,
             checkpoint,
             best_score,
-            ktg.callbacks.LossCurves(tmp_path, show=False),
+            curves,
             quality,
         ],
     )
+    # quality.png plots the scored epochs only (not the unscored ones' inf).
+    assert Image.open(tmp_path / "quality.png").size == (1200, 360)
+    (fcd_line, *_) = curves.quality_figure().axes[0].get_lines()
+    assert list(fcd_line.get_xdata()) == [2, 4]
     # Scored after epochs 2 and 4; the others log the worst values.
     fcd = history.history["fcd"]
     assert [r["step"] for r in quality.records] == [4, 8]

@@ -49,6 +49,7 @@ def test_train_smoke_writes_the_run_directory(smoke_run):
         "config.json",
         "history.csv",
         "loss_curves.png",
+        "quality.png",
         "generator.keras",
         "summary.json",
         "samples/epoch_0001.png",

@@ -8,6 +8,13 @@ import numpy as np
 
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
 
+# The quality scores `quality.png` plots, each on its own panel.
+QUALITY_PANELS = (
+    ("Frechet distance (lower is better)", ("fcd", "fid", "fcd_real_floor")),
+    ("Kernel distance (lower is better)", ("kid",)),
+    ("Precision and recall (higher is better)", ("precision", "recall")),
+)
+
 
 class LossCurves(GANCallback):
     """Writes `history.csv` and a `loss_curves.png` refreshed every epoch.
@@ -20,7 +27,10 @@ class LossCurves(GANCallback):
     held-out `val_d_loss` and `val_d_real` per epoch (gray squares): real
     logits that rise on the training images but not on held-out ones show
     the discriminator memorizing the training set. In a notebook it is
-    shown inline.
+    shown inline. Once the logs carry quality scores (`QualityMetrics`), it
+    also writes `quality.png`: the scored epochs' FCD (or FID, with the
+    real-data floor), KID, precision and recall; unscored epochs (logged as
+    the worst value, `inf`) are left out.
 
     Args:
         directory: Output directory.
@@ -83,6 +93,9 @@ class LossCurves(GANCallback):
         self.figure().savefig(path, dpi=100)
         if self.show:
             show_inline(path, self._display_id)
+        quality = self.quality_figure()
+        if quality is not None:
+            quality.savefig(self.path("quality.png"), dpi=100)
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger fixes its columns at the first epoch,
@@ -153,6 +166,42 @@ class LossCurves(GANCallback):
             ax.legend()
         losses.set_title("Learning curves (loss per step, epoch means as dots)")
         outputs.set_title("Mean discriminator output (logit)")
+        return fig
+
+    def quality_figure(self):
+        """The scores over the epochs (a matplotlib `Figure`), or None before
+        the first scored epoch."""
+        from matplotlib.figure import Figure
+
+        scored = {
+            name: [
+                (epoch, value)
+                for epoch, value in zip(
+                    self.epoch_numbers.get(name, []),
+                    self.epochs.get(name, []),
+                    strict=True,
+                )
+                if np.isfinite(value)
+            ]
+            for _, names in QUALITY_PANELS
+            for name in names
+        }
+        if not any(scored.values()):
+            return None
+        fig = Figure(figsize=(12, 3.6), layout="constrained")
+        for ax, (title, names) in zip(
+            fig.subplots(1, len(QUALITY_PANELS)), QUALITY_PANELS, strict=True
+        ):
+            for name in names:
+                if scored[name]:
+                    epochs, values = zip(*scored[name], strict=True)
+                    style = "--" if name.endswith("_floor") else "o-"
+                    ax.plot(epochs, values, style, markersize=4, label=name)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel("epoch")
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend()
         return fig
 
 
