@@ -178,11 +178,12 @@ def empty_dataset_error():
     )
 
 
-def ordered_callbacks(callbacks, first):
+def ordered_callbacks(callbacks, first, verbose="auto"):
     """`callbacks` (a list or a `CallbackList`) ordered to run as `fit` needs.
 
     `first`, then the callbacks that add to the logs (a `log_order`, lowest
-    first), then the others in their given order.
+    first), then the others in their given order; last, where Keras would
+    add its progress bar (`verbose` not 0, none given), `ScoredProgbar`.
     """
 
     def ordered(items):
@@ -197,7 +198,31 @@ def ordered_callbacks(callbacks, first):
         )
         merged.set_params(callbacks.params)
         return merged
-    return ordered(list(callbacks or []))
+    items = ordered(list(callbacks or []))
+    if verbose != 0 and not any(
+        isinstance(c, keras.callbacks.ProgbarLogger) for c in items
+    ):
+        items.append(ScoredProgbar())
+    return items
+
+
+class ScoredProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar, without the scores of unscored epochs.
+
+    `QualityMetrics` logs the worst value each score can take (`inf`,
+    `-inf`) on the epochs it does not score, so that Keras's "best" logic
+    never picks them; printed, they read as a failure. This bar leaves
+    them out of the line it prints; the logs, the history and the other
+    callbacks keep them.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        shown = {
+            name: value
+            for name, value in (logs or {}).items()
+            if not (np.ndim(value) == 0 and np.isinf(value))
+        }
+        super().on_epoch_end(epoch, shown)
 
 
 class DataEpoch(keras.callbacks.Callback):

@@ -335,7 +335,7 @@ class GAN(BackendGANStep, keras.Model):
             kwargs.setdefault("shuffle", False)  # keep the order it gives
         epochs_begun = fit_input.DataEpoch()
         kwargs["callbacks"] = fit_input.ordered_callbacks(
-            kwargs.get("callbacks"), epochs_begun
+            kwargs.get("callbacks"), epochs_begun, kwargs.get("verbose", "auto")
         )
         validation = kwargs.get("validation_data")
         if validation is not None:

@@ -435,3 +435,23 @@ def test_the_shipped_mnist_classifier_serves_mnist_at_its_own_size_only():
     source = ktg.data.ImageSource
     assert uses(source("mnist", image_size=28)) and uses(source("mnist", channels=1))
     assert not uses(source("mnist", image_size=32)) and not uses(source("cifar10"))
+
+
+def test_the_progress_bar_leaves_out_unscored_epochs_scores(classifier_dir, capsys):
+    """An unscored epoch logs `fcd: inf` for Keras's best logic; the printed
+    line does not show it (a reader would take it for a failure)."""
+    gan = tiny_gan()
+    quality = tiny_quality(classifier_dir, every_n_epochs=2)
+    history = gan.fit(
+        batches(random_images(8), 4), epochs=2, verbose=2, callbacks=[quality]
+    )
+    lines = [line for line in capsys.readouterr().out.splitlines() if "d_loss" in line]
+    assert len(lines) == 2
+    # The real-data floors are measured every epoch and shown.
+    assert "fcd_real_floor: " in lines[0] and "fcd_real_floor: " in lines[1]
+    assert ": inf" not in lines[0] and ": -inf" not in lines[0]
+    assert " fcd: " not in lines[0] and " kid: " not in lines[0]
+    assert " fcd: " in lines[1] and " kid: " in lines[1] and "inf" not in lines[1]
+    # The logs keep the worst value, for EarlyStopping and ModelCheckpoint.
+    assert history.history["fcd"][0] == np.inf
+    assert np.isfinite(history.history["fcd"][1])
