@@ -2,7 +2,7 @@
 `evaluate`, `generate` and saving.
 
 Its `train_step` is in `keras_tpugan.trainers` (one per backend), what `fit`
-checks of its input in `fit_input`. At 580 lines it is over the package's
+checks of its input in `fit_input`. At about 590 lines it is over the package's
 400: it is the public class, whose methods read best side by side.
 """
 
