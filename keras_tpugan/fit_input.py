@@ -6,6 +6,7 @@ accelerator would pay for a check inside the step.
 """
 
 import warnings
+import weakref
 
 import keras
 import numpy as np
@@ -63,95 +64,122 @@ def check_labels(labels, num_classes):
         )
 
 
-def check_fit_input(gan, x, y, batch_size):
-    """Checks `fit`'s or `evaluate`'s input before any step: not empty, and a
-    global batch that splits evenly over the replicas; then its first batch
-    (`check_first_batch`)."""
-    replicas = gan.placement.replicas
-    first_batch = None
-    batches = underlying(x)  # an EpochBatches, or one repeated
-    if batches is not None:
-        global_batch = batches.batch_size
-    elif isinstance(x, keras.utils.PyDataset):
-        first_batch = first_batch_of(x)
-        if first_batch is None:
-            raise ValueError(
-                "Expected a dataset that yields batches; this "
-                f"{type(x).__name__} is empty (0 batches). Check its size "
-                "against the batch size."
-            )
-        global_batch = int(np.shape(keras.tree.flatten(first_batch)[0])[0])
-    elif is_dataset(x):
-        if int(x.cardinality()) == 0:
-            raise ValueError(
-                "Expected a dataset that yields batches; this one is "
-                "empty (cardinality 0). Check its size against the batch "
-                "size: batches are dropped when `drop_remainder=True`."
-            )
-        spec = keras.tree.flatten(x.element_spec)[0]
-        global_batch = spec.shape[0] if spec.shape.rank else None
-        if global_batch is None and replicas > 1:
-            raise ValueError(
-                f"Expected a dataset with a fixed global batch size under "
-                f"{replicas} replicas. Received: element_spec "
-                f"{x.element_spec} (unknown batch size). Batch it with "
-                "`drop_remainder=True`, as `keras_tpugan.data.load_images` "
-                "does."
-            )
-    else:
-        global_batch = batch_size or 32
-    if global_batch is not None:
-        gan.placement.check_global_batch(global_batch)
-    check_first_batch(gan, x, y, first_batch)
+class FitInput:
+    """What `GAN.fit` and `GAN.evaluate` check of their input, and remember.
 
+    The GAN holds one: the datasets whose first batch was checked (once per
+    dataset, not per fit), whether the range warning was given, and
+    whether the generator's range was checked.
 
-def check_first_batch(gan, x, y, first_batch=None):
-    """Checks the data's conventions once, on its first batch only.
-
-    Nothing is checked per step (an accelerator would pay for it);
-    `load_images` data is not looked at (it is made to the conventions).
-    Reading one batch of a dataset with `.cache()` upstream is safe:
-    TensorFlow discards a partly filled cache rather than truncate it.
-    `first_batch` is the dataset's first batch when the caller has
-    already read it.
+    Args:
+        gan: The `keras_tpugan.GAN`.
+        output_range_checked: Whether the generator's output range is known
+            already (from its last activation; see `gan_checks`).
     """
-    if not (isinstance(x, keras.utils.PyDataset) or is_dataset(x)):
-        check_conventions(gan, x, y)
-        return
-    if data_lib.is_normalized(x) or x in gan._checked_datasets:
-        return
-    if first_batch is None:
-        first_batch = first_batch_of(x)
-    if first_batch is None:
-        return  # empty: `fit` says so
-    images, labels, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
-    check_conventions(gan, images, labels)
-    gan._checked_datasets.add(x)  # once per dataset, not per fit
 
+    def __init__(self, gan, output_range_checked):
+        self.gan = gan
+        self.output_range_checked = bool(output_range_checked)
+        self.warned_range = False
+        self.checked_datasets = weakref.WeakSet()
 
-def check_generated_range(gan):
-    """Warns once when the generator's first batch has no negative pixel."""
-    if gan._checked_output_range:
-        return
-    gan._checked_output_range = True
-    # numpy latents from their own seed: the GAN's random state is untouched.
-    images = gan.generate(8, seed=0, use_ema=False)
-    gan_checks.warn_one_sided_samples(gan.generator, images, stacklevel=4)
+    def check(self, x, y, batch_size):
+        """Checks `fit`'s or `evaluate`'s input before any step: not empty, and a
+        global batch that splits evenly over the replicas; then its first batch
+        (`check_first_batch`)."""
+        replicas = self.gan.placement.replicas
+        first_batch = None
+        batches = underlying(x)  # an EpochBatches, or one repeated
+        if batches is not None:
+            global_batch = batches.batch_size
+        elif isinstance(x, keras.utils.PyDataset):
+            first_batch = first_batch_of(x)
+            if first_batch is None:
+                raise ValueError(
+                    "Expected a dataset that yields batches; this "
+                    f"{type(x).__name__} is empty (0 batches). Check its size "
+                    "against the batch size."
+                )
+            global_batch = int(np.shape(keras.tree.flatten(first_batch)[0])[0])
+        elif is_dataset(x):
+            if int(x.cardinality()) == 0:
+                raise ValueError(
+                    "Expected a dataset that yields batches; this one is "
+                    "empty (cardinality 0). Check its size against the batch "
+                    "size: batches are dropped when `drop_remainder=True`."
+                )
+            spec = keras.tree.flatten(x.element_spec)[0]
+            global_batch = spec.shape[0] if spec.shape.rank else None
+            if global_batch is None and replicas > 1:
+                raise ValueError(
+                    f"Expected a dataset with a fixed global batch size under "
+                    f"{replicas} replicas. Received: element_spec "
+                    f"{x.element_spec} (unknown batch size). Batch it with "
+                    "`drop_remainder=True`, as `keras_tpugan.data.load_images` "
+                    "does."
+                )
+        else:
+            global_batch = batch_size or 32
+        if global_batch is not None:
+            self.gan.placement.check_global_batch(global_batch)
+        self.check_first_batch(x, y, first_batch)
 
+    def check_first_batch(self, x, y, first_batch=None):
+        """Checks the data's conventions once, on its first batch only.
 
-def check_conventions(gan, x, y):
-    if x is None or "int" in str(getattr(x, "dtype", "")):
-        return  # integer images are refused in the step, with the fix
-    images = keras.ops.convert_to_numpy(x)
-    if gan.num_classes is not None and y is not None:
-        check_labels(keras.ops.convert_to_numpy(y), gan.num_classes)
-    if images.size and not gan._warned_range:
-        low, high = float(np.nanmin(images)), float(np.nanmax(images))
-        # A batch of [-1, 1] images without one negative pixel is not
-        # plausible: it is [0, 1] data.
-        if low < -1.0 - RANGE_SLACK or high > 1.0 + RANGE_SLACK or low >= 0:
-            gan._warned_range = True
-            warnings.warn(range_message(low, high), stacklevel=4)
+        Nothing is checked per step (an accelerator would pay for it);
+        `load_images` data is not looked at (it is made to the conventions).
+        Reading one batch of a dataset with `.cache()` upstream is safe:
+        TensorFlow discards a partly filled cache rather than truncate it.
+        `first_batch` is the dataset's first batch when the caller has
+        already read it.
+        """
+        if not (isinstance(x, keras.utils.PyDataset) or is_dataset(x)):
+            self.check_conventions(x, y)
+            return
+        if data_lib.is_normalized(x) or x in self.checked_datasets:
+            return
+        if first_batch is None:
+            first_batch = first_batch_of(x)
+        if first_batch is None:
+            return  # empty: `fit` says so
+        images, labels, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
+        self.check_conventions(images, labels)
+        self.checked_datasets.add(x)  # once per dataset, not per fit
+
+    def check_generated_range(self):
+        """Warns once when the generator's first batch has no negative pixel."""
+        if self.output_range_checked:
+            return
+        self.output_range_checked = True
+        # numpy latents from their own seed: the GAN's random state is untouched.
+        images = self.gan.generate(8, seed=0, use_ema=False)
+        gan_checks.warn_one_sided_samples(self.gan.generator, images, stacklevel=4)
+
+    def check_conventions(self, x, y):
+        """Checks labels and warns once about images outside [-1, 1]."""
+        if x is None or "int" in str(getattr(x, "dtype", "")):
+            return  # integer images are refused in the step, with the fix
+        images = keras.ops.convert_to_numpy(x)
+        if self.gan.num_classes is not None and y is not None:
+            check_labels(keras.ops.convert_to_numpy(y), self.gan.num_classes)
+        if images.size and not self.warned_range:
+            low, high = float(np.nanmin(images)), float(np.nanmax(images))
+            # A batch of [-1, 1] images without one negative pixel is not
+            # plausible: it is [0, 1] data.
+            if low < -1.0 - RANGE_SLACK or high > 1.0 + RANGE_SLACK or low >= 0:
+                self.warned_range = True
+                warnings.warn(range_message(low, high), stacklevel=4)
+
+    def callbacks(self, callbacks, verbose="auto"):
+        """`fit`'s callbacks ordered as it needs (`ordered_callbacks`), with
+        a new `DataEpoch` first.
+
+        Returns:
+            `(callbacks, data_epoch)`.
+        """
+        data_epoch = _DataEpoch()
+        return ordered_callbacks(callbacks, data_epoch, verbose), data_epoch
 
 
 def first_batch_of(data):
@@ -183,7 +211,8 @@ def ordered_callbacks(callbacks, first, verbose="auto"):
 
     `first`, then the callbacks that add to the logs (a `log_order`, lowest
     first), then the others in their given order; last, where Keras would
-    add its progress bar (`verbose` not 0, none given), `ScoredProgbar`.
+    add its progress bar (`verbose` not 0, none given), a progress bar that
+    leaves out unscored epochs' scores (`_ScoredProgbar`).
     """
 
     def ordered(items):
@@ -202,11 +231,11 @@ def ordered_callbacks(callbacks, first, verbose="auto"):
     if verbose != 0 and not any(
         isinstance(c, keras.callbacks.ProgbarLogger) for c in items
     ):
-        items.append(ScoredProgbar())
+        items.append(_ScoredProgbar())
     return items
 
 
-class ScoredProgbar(keras.callbacks.ProgbarLogger):
+class _ScoredProgbar(keras.callbacks.ProgbarLogger):
     """Keras's progress bar, without the scores of unscored epochs.
 
     `QualityMetrics` logs the worst value each score can take (`inf`,
@@ -225,7 +254,7 @@ class ScoredProgbar(keras.callbacks.ProgbarLogger):
         super().on_epoch_end(epoch, shown)
 
 
-class DataEpoch(keras.callbacks.Callback):
+class _DataEpoch(keras.callbacks.Callback):
     """Keys the shuffle order of `load_images` data on the epoch; counts
     epochs and the batches of the last one; logs both networks' learning
     rates (`g_learning_rate`, `d_learning_rate`, the rates the epoch trained

@@ -8,7 +8,6 @@ checks of its input in `fit_input`. At about 590 lines it is over the package's
 
 import contextlib
 import inspect
-import weakref
 
 import keras
 import numpy as np
@@ -140,7 +139,7 @@ class GAN(BackendGANStep, keras.Model):
         self._placement = None  # made when first asked (`placement`)
         # One warning at most about a generator that cannot reach -1: at
         # its last activation here, else on its first batch at `fit`.
-        self._checked_output_range = gan_checks.check_networks(
+        output_range_checked = gan_checks.check_networks(
             generator, discriminator, latent_dim, num_classes
         )
         self.update = gan_checks.check_update(update, discriminator_steps)
@@ -200,8 +199,7 @@ class GAN(BackendGANStep, keras.Model):
         if augment is not None and augment.adaptive:
             d_logged = d_logged + ("d_real_sign",)
         self.trackers = [keras.metrics.Mean(name=n) for n in d_logged + G_LOGGED]
-        self._warned_range = False
-        self._checked_datasets = weakref.WeakSet()
+        self._fit_input = fit_input.FitInput(self, output_range_checked)
         self.built = True
 
     # ------------------------------------------------------------------ API
@@ -326,23 +324,22 @@ class GAN(BackendGANStep, keras.Model):
         Returns:
             A `keras.callbacks.History`.
         """
-        fit_input.check_fit_input(self, x, y, batch_size)
-        fit_input.check_generated_range(self)
+        self._fit_input.check(x, y, batch_size)
+        self._fit_input.check_generated_range()
         if is_dataset(x):
             kwargs.setdefault("shuffle", False)  # the pipeline shuffles
             x = distribute.shard_over_processes(x, self.strategy)
         elif isinstance(x, keras.utils.PyDataset):
             kwargs.setdefault("shuffle", False)  # keep the order it gives
-        epochs_begun = fit_input.DataEpoch()
-        kwargs["callbacks"] = fit_input.ordered_callbacks(
-            kwargs.get("callbacks"), epochs_begun, kwargs.get("verbose", "auto")
+        kwargs["callbacks"], epochs_begun = self._fit_input.callbacks(
+            kwargs.get("callbacks"), kwargs.get("verbose", "auto")
         )
         validation = kwargs.get("validation_data")
         if validation is not None:
             if isinstance(validation, tuple):
-                fit_input.check_first_batch(self, *validation[:2])
+                self._fit_input.check_first_batch(*validation[:2])
             else:
-                fit_input.check_first_batch(self, validation, None)
+                self._fit_input.check_first_batch(validation, None)
             if is_dataset(validation):
                 kwargs["validation_data"] = distribute.shard_over_processes(
                     validation, self.strategy
@@ -394,7 +391,7 @@ class GAN(BackendGANStep, keras.Model):
         """
         from_fit = self._fitting  # `fit` checked its validation data
         if not from_fit:
-            fit_input.check_fit_input(self, x, y, batch_size)
+            self._fit_input.check(x, y, batch_size)
         try:
             with self._distribution_scope(x):
                 return super().evaluate(x, y, batch_size=batch_size, **kwargs)

@@ -78,7 +78,7 @@ class QualityMetrics(GANCallback):
     score can take, which no "best" logic picks: `fcd`, `fid` and `kid`
     `inf`, `classifier_score`, `precision` and `recall` `-inf` (the
     real-data floors are logged every epoch); `GAN.fit`'s progress bar does
-    not print those (`fit_input.ScoredProgbar`). Those callbacks need no
+    not print those. Those callbacks need no
     `mode`: the GAN declares `fcd`, `fid` and `kid` lower-is-better and the
     others higher-is-better.
     `GAN.fit` runs this callback before the user's callbacks, whatever the
