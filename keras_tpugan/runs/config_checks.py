@@ -15,7 +15,7 @@ from keras_tpugan import (
 )
 from keras_tpugan.keyed_dropout import check_rate
 from keras_tpugan.runs.config_types import is_type, type_name
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, UPDATES
+from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
 
 def check_config(config):
@@ -38,7 +38,6 @@ def check_config(config):
         "optimizer": large_batch.OPTIMIZERS,
         "lr_scaling": large_batch.LR_SCALINGS,
         "gradient_penalty": (None, *penalties.PENALTIES),
-        "update": UPDATES,
         "all_reduce_dtype": ALL_REDUCE_DTYPES,
     }
     for name, allowed in checks.items():
