@@ -653,6 +653,8 @@ def test_an_image_source_is_checked_once_where_it_is_made(tmp_path):
     assert data.ImageSource.of(source, image_size=None) is source
     with pytest.raises(ValueError, match=r"not beside it. Received: .*\['resize'\]"):
         data.load_images(source, resize="pad")
+    with pytest.raises(ValueError, match=r"Received: \['size'\]. Check the names"):
+        data.read_images(folder, size=8)
 
 
 def test_load_images_reads_an_image_source_as_its_keyword_form(tmp_path):

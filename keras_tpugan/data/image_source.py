@@ -129,6 +129,12 @@ class ImageSource:
         Returns:
             An `ImageSource`.
         """
+        unknown = sorted(set(options) - set(cls.options()))
+        if unknown:
+            raise ValueError(
+                f"Expected image options among {cls.options()}. Received: "
+                f"{unknown}. Check the names."
+            )
         if isinstance(data, cls):
             defaults = {f.name: f.default for f in dataclasses.fields(cls)}
             options = {k: v for k, v in options.items() if v != defaults[k]}
