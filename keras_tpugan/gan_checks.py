@@ -1,9 +1,10 @@
-"""The GAN's checks of what a user gives it: networks, settings and labels.
+"""The GAN's checks of what a user gives it: networks and settings.
 
 `GAN(...)` checks the networks once, before any step (`check_networks`:
-their inputs, logits from the discriminator), and its settings (the EMA
-half-life, the update scheme); `fit` and `generate` check class labels
-(`check_labels`) and the range of the real images (`range_message`).
+their inputs, logits from the discriminator), and its settings (the EMA,
+the update scheme, `jit_compile`); `TrainConfig` calls the same checkers.
+What `fit` and `generate` check of the data (class labels, the range of
+the real images) is in `fit_input`.
 
 The final activation of a network is found through nested `Sequential`
 and functional models and activation layers (`final_activation`): the

@@ -31,9 +31,6 @@ changes, so an upgrade breaks loudly here rather than quietly elsewhere.
 import functools
 import sys
 
-# The versions every entry was checked on (`tests/test_internals.py`).
-CHECKED_ON = {"keras": "3.15.1", "tensorflow": "2.21.0"}
-
 # 1. Keras's compiled-metrics list type ------------------------------------
 
 try:  # the type `keras.callbacks.MonitorCallback` looks into

@@ -1,6 +1,6 @@
 """`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs.
 
-At about 470 lines it is over the package's 400: most of it is the class's
+At about 480 lines it is over the package's 400: most of it is the class's
 documentation and its one schedule (epochs or images seen); the reference
 images and their classifier are in `quality_reference`, the clock in
 `training_clock`.
