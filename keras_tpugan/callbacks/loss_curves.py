@@ -93,9 +93,8 @@ class LossCurves(GANCallback):
         self.figure().savefig(path, dpi=100)
         if self.show:
             show_inline(path, self._display_id)
-        quality = self.quality_figure()
-        if quality is not None:
-            quality.savefig(self.path("quality.png"), dpi=100)
+        if _scored(logs or {}):  # redrawn only when a new score came
+            self.quality_figure().savefig(self.path("quality.png"), dpi=100)
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger fixes its columns at the first epoch,
@@ -203,6 +202,17 @@ class LossCurves(GANCallback):
             if ax.get_legend_handles_labels()[0]:
                 ax.legend()
         return fig
+
+
+def _scored(logs):
+    """Whether `logs` carry a score of this epoch (the floors come every
+    epoch, unscored epochs log `inf` or `-inf`)."""
+    return any(
+        name in logs and np.isfinite(logs[name])
+        for _, names in QUALITY_PANELS
+        for name in names
+        if not name.endswith("_floor")
+    )
 
 
 def _plot_held_out(ax, epochs, values, name):
