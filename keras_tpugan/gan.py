@@ -6,7 +6,6 @@ checks of its input in `fit_input`. At about 590 lines it is over the package's
 400: it is the public class, whose methods read best side by side.
 """
 
-import contextlib
 import inspect
 
 import keras
@@ -326,29 +325,30 @@ class GAN(BackendGANStep, keras.Model):
         """
         self._fit_input.check(x, y, batch_size)
         self._fit_input.check_generated_range()
-        if is_dataset(x):
-            kwargs.setdefault("shuffle", False)  # the pipeline shuffles
-            x = distribute.shard_over_processes(x, self.strategy)
-        elif isinstance(x, keras.utils.PyDataset):
-            kwargs.setdefault("shuffle", False)  # keep the order it gives
+        if is_dataset(x) or isinstance(x, keras.utils.PyDataset):
+            # The pipeline shuffles; a PyDataset keeps the order it gives.
+            kwargs.setdefault("shuffle", False)
         kwargs["callbacks"], epochs_begun = self._fit_input.callbacks(
             kwargs.get("callbacks"), kwargs.get("verbose", "auto")
         )
-        validation = kwargs.get("validation_data")
+        validation = kwargs.pop("validation_data", None)
         if validation is not None:
             if isinstance(validation, tuple):
                 self._fit_input.check_first_batch(*validation[:2])
             else:
                 self._fit_input.check_first_batch(validation, None)
-            if is_dataset(validation):
-                kwargs["validation_data"] = distribute.shard_over_processes(
-                    validation, self.strategy
-                )
         self._fitting = True  # `evaluate` is called for its validation
         try:
-            with self._distribution_scope(x, kwargs.get("validation_data")):
+            with distribute.fitting(
+                x, validation, self.strategy, self._distribution
+            ) as (x, validation):
                 history = super().fit(
-                    x, y, batch_size=batch_size, epochs=epochs, **kwargs
+                    x,
+                    y,
+                    batch_size=batch_size,
+                    epochs=epochs,
+                    validation_data=validation,
+                    **kwargs,
                 )
         except UnboundLocalError as e:
             # Keras's JAX `fit` fails so when an epoch yields no batch (its
@@ -358,8 +358,6 @@ class GAN(BackendGANStep, keras.Model):
             raise fit_input.empty_dataset_error() from e
         finally:
             self._fitting = False
-            # Keras has dropped its iterators of a multi-process dataset.
-            distribute.release_unused_iterators()
         if epochs_begun.count and not epochs_begun.batches:
             raise fit_input.empty_dataset_error()
         return history
@@ -389,25 +387,13 @@ class GAN(BackendGANStep, keras.Model):
             As `keras.Model.evaluate`: the loss, or a dict with
             `return_dict=True`.
         """
-        from_fit = self._fitting  # `fit` checked its validation data
-        if not from_fit:
-            self._fit_input.check(x, y, batch_size)
-        try:
-            with self._distribution_scope(x):
-                return super().evaluate(x, y, batch_size=batch_size, **kwargs)
-        finally:
-            if not from_fit:
-                distribute.release_unused_iterators()
-
-    @contextlib.contextmanager
-    def _distribution_scope(self, *datasets):
-        # On JAX, Keras shards the data over the distribution in force: use
-        # the GAN's own when called outside its scope.
-        outer = contextlib.nullcontext()
-        if keras.distribution.distribution() is None:
-            outer = distribute.scope(self._distribution)
-        with outer, distribute.sharded_by_the_data(*datasets):
-            yield
+        if self._fitting:  # `fit` checked its validation data and shards it
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        self._fit_input.check(x, y, batch_size)
+        with distribute.fitting(
+            x, strategy=self.strategy, distribution=self._distribution
+        ) as (x, _):
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def generate(
         self,

@@ -220,14 +220,17 @@ def test_settings_flow_counts_entries_into_data_and_distribute(capsys, tmp_path)
     script.main([*argv, "--set", "quality_every=0", "--set", "width=8", "--out", out])
     printed = capsys.readouterr().out
     rows = {
-        line.split()[0]: line.split()[1:3]
+        line.split()[0]: [int(n) for n in line.split()[1:4]]
         for line in printed.splitlines()
         if line.split() and line.split()[0] in script.PACKAGES
     }
     assert set(rows) == {"data", "distribute", "image_files"}
-    setup, whole = (int(n) for n in rows["distribute"])
-    assert 0 < setup <= whole
-    # The placement is made once a run (by `prepare`), the data loaded by
-    # `load_images` of the config's ImageSource; the folder reader not at all.
-    assert "placement.of x1," in printed and "loading.load_images x" in printed
-    assert rows["image_files"] == ["0", "0"]
+    setup, run, whole = rows["distribute"]
+    assert 0 < run <= setup <= whole
+    # The settings' way down enters `distribute` once (the placement is
+    # chosen) and `data` twice (the config's ImageSource, then the run's
+    # data loaded in one call); the folder reader not at all.
+    assert run == 1 and rows["data"][1] == 2, printed[printed.index("command:") :]
+    assert "placement.choose x1," in printed and "training_data.load x1," in printed
+    assert "sharding.fitting x1," in printed  # a context manager counts once
+    assert rows["image_files"] == [0, 0, 0]

@@ -83,9 +83,14 @@ def test_prepare_refuses_what_cannot_run():
         ValueError, match="Expected a keras_tpugan.runs.config.TrainConfig"
     ):
         prepare({"batch_size": 64})
+    # The global batch is checked against the replicas once, by `fit`,
+    # before any step.
     four = distribute.get_strategy("cpu", num_replicas=4)
+    run = prepare(dataclasses.replace(SMOKE, batch_size=30, width=8), four)
+    gan = run.build_gan()
     with pytest.raises(ValueError, match="divisible by the 4 replica"):
-        prepare(dataclasses.replace(SMOKE, batch_size=30), four)
+        gan.fit(run.dataset, epochs=1, verbose=0)
+    assert gan.optimizer.iterations.numpy() == 0
 
 
 def test_the_config_sets_steps_per_execution_and_refuses_zero():

@@ -1,8 +1,6 @@
 """What several subcommands share: the preset help, the data arguments and
 the `TrainConfig` they make."""
 
-import dataclasses
-
 PRESET_HELP = (
     "demo (the default without --data), images (the default with --data: the "
     "demo's recipe at Adam 1e-3, the model sized for --image-size), "
@@ -57,7 +55,6 @@ def config_from_args(args, **changes):
 
     data = getattr(args, "data", None)
     preset = args.preset or ("demo" if data is None else "images")
-    config = TrainConfig.preset(preset)
     first = {} if data is None else {"dataset": data}
     keys = {item.split("=", 1)[0].strip() for item in args.set}
     if (data is not None or "dataset" in keys) and "source" not in keys:
@@ -67,8 +64,8 @@ def config_from_args(args, **changes):
     changes["image_size"] = getattr(args, "image_size", None)
     changes["channels"] = getattr(args, "channels", None)
     changes = {k: v for k, v in changes.items() if v is not None}
-    # Applied at once, so that no half-made config is checked (a folder
+    # Made at once, so that no half-made config is checked (a folder
     # without the --image-size that comes with it).
-    return dataclasses.replace(
-        config, **{**first, **config.parsed(args.set), **changes}
+    return TrainConfig.preset(
+        preset, **{**first, **TrainConfig.parsed(args.set), **changes}
     )

@@ -7,7 +7,8 @@ the TensorFlow backend, a `keras_tpugan.EpochBatches` (no TensorFlow
 needed) on JAX.
 
 Modules: `image_source` (`ImageSource`: what to read and how), `loading`
-(`load_images`, `read_images`), `sources` (what they
+(`load_images`, `read_images`), `training_data` (`TrainingData`: a
+run's training and held-out batches), `sources` (what they
 read: a name, arrays or a `tf.data.Dataset`), `tfds` (TFDS names and
 sources), `mnist` (the offline subset), `tf_batches` (the TensorFlow
 pipeline), `epoch_batches` (`EpochBatches`, the JAX one), `image_files`
@@ -26,6 +27,7 @@ from keras_tpugan.data.loading import (
 )
 from keras_tpugan.data.mnist import OFFLINE_MNIST_FILE, OFFLINE_SPLITS, offline_mnist
 from keras_tpugan.data.tfds import STREAM_SHUFFLE_BUFFER
+from keras_tpugan.data.training_data import TrainingData
 
 __all__ = [
     "OFFLINE_MNIST_FILE",
@@ -34,6 +36,7 @@ __all__ = [
     "STREAM_SHUFFLE_BUFFER",
     "EpochBatches",
     "ImageSource",
+    "TrainingData",
     "current_epoch",
     "is_normalized",
     "load_images",

@@ -33,6 +33,7 @@ from keras_tpugan.distribute.iterators import (
 from keras_tpugan.distribute.placement import Placement
 from keras_tpugan.distribute.sharding import (
     check_global_batch,
+    fitting,
     shard_over_processes,
     sharded_by_the_data,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "cluster_processes",
     "end_process",
     "finish_deletions",
+    "fitting",
     "get_strategy",
     "install_exit_handler",
     "is_chief",

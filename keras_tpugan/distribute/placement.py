@@ -5,9 +5,10 @@ from typing import Any
 
 import keras
 
+from keras_tpugan.distribute.agreement import check_same_settings
 from keras_tpugan.distribute.cluster import is_chief, process_count, process_index
 from keras_tpugan.distribute.sharding import check_global_batch
-from keras_tpugan.distribute.strategy import num_replicas, strategy_name
+from keras_tpugan.distribute.strategy import get_strategy, num_replicas, strategy_name
 from keras_tpugan.tf_import import tf
 
 
@@ -69,6 +70,44 @@ class Placement:
             chief=is_chief(strategy),
             device_kind=_device_kind(strategy),
         )
+
+    @classmethod
+    def choose(cls, settings, strategy=None, **strategy_options):
+        """Sets up where a run trains: its one entry into `distribute`.
+
+        Chooses the strategy (`get_strategy(**strategy_options)`) unless
+        one is given, refuses a multi-process run whose processes were
+        given different `settings` (`check_same_settings`), and returns the
+        strategy's placement.
+
+        Args:
+            settings: A JSON-serializable dict of the run's settings (a
+                `TrainConfig.to_dict()`), the same on every process.
+            strategy: A `tf.distribute.Strategy` or, on JAX, a
+                `keras.distribution.Distribution` (default: chosen from
+                `strategy_options`).
+            **strategy_options: `get_strategy`'s arguments (`kind`,
+                `num_replicas`, `collective`, ...), used when no strategy
+                is given.
+
+        Returns:
+            A `Placement`.
+
+        Raises:
+            ValueError: When the processes' settings differ, or for
+                `get_strategy`'s bad options.
+
+        Example:
+
+        >>> import keras_tpugan as ktg
+        >>> placement = ktg.distribute.Placement.choose({"seed": 0}, kind="cpu")
+        >>> placement.strategy_name, placement.replicas
+        ('OneDeviceStrategy', 1)
+        """
+        if strategy is None:
+            strategy = get_strategy(**strategy_options)
+        check_same_settings(settings, strategy)
+        return cls.of(strategy)
 
     def check_global_batch(self, batch_size):
         """Refuses a global batch that does not split over the replicas.

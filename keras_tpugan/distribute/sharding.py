@@ -2,7 +2,9 @@
 
 `shard_over_processes` gives each process its part of the data,
 `sharded_by_the_data` tells JAX the batches are already split by process,
-and `check_global_batch` refuses a batch the replicas cannot share.
+`fitting` does both (and the clean-up after) around one `fit` or
+`evaluate`, and `check_global_batch` refuses a batch the replicas cannot
+share.
 """
 
 import contextlib
@@ -10,9 +12,12 @@ import contextlib
 import keras
 
 from keras_tpugan.distribute.cluster import process_count
-from keras_tpugan.distribute.iterators import deleting_iterators_aside
-from keras_tpugan.distribute.strategy import num_replicas, strategy_name
-from keras_tpugan.tf_import import tf
+from keras_tpugan.distribute.iterators import (
+    deleting_iterators_aside,
+    release_unused_iterators,
+)
+from keras_tpugan.distribute.strategy import num_replicas, scope, strategy_name
+from keras_tpugan.tf_import import is_dataset, tf
 
 
 def shard_over_processes(dataset, strategy=None):
@@ -131,6 +136,50 @@ def sharded_by_the_data(*datasets):
         yield
     finally:
         distribution.auto_shard_dataset = before
+
+
+@contextlib.contextmanager
+def fitting(x, validation_data=None, strategy=None, distribution=None):
+    """The distributed context of one `fit` or `evaluate` of a GAN.
+
+    In this order: each `tf.data.Dataset` among the data is given its
+    process's part (`shard_over_processes`); on JAX, `distribution` is put
+    in force when none is (Keras shards the data over the distribution in
+    force) and `EpochBatches` pass through it unsharded
+    (`sharded_by_the_data`). On leaving, the iterators Keras dropped of a
+    multi-process dataset are released (`release_unused_iterators`).
+
+    Args:
+        x: The data of the `fit` or `evaluate`.
+        validation_data: `fit`'s `validation_data` (a dataset, a tuple, or
+            None).
+        strategy: The strategy the GAN was built under (default: the
+            current one).
+        distribution: On JAX, the `keras.distribution.Distribution` the
+            GAN was built under (None: none).
+
+    Yields:
+        `(x, validation_data)`, the datasets among them sharded.
+
+    Example:
+
+    ```python
+    with ktg.distribute.fitting(ds, strategy=strategy) as (ds, _):
+        gan.fit(ds, epochs=1)
+    ```
+    """
+    if is_dataset(x):
+        x = shard_over_processes(x, strategy)
+    if is_dataset(validation_data):
+        validation_data = shard_over_processes(validation_data, strategy)
+    outer = contextlib.nullcontext()
+    if keras.distribution.distribution() is None:
+        outer = scope(distribution)
+    try:
+        with outer, sharded_by_the_data(x, validation_data):
+            yield x, validation_data
+    finally:
+        release_unused_iterators()
 
 
 def _process_rows(data):

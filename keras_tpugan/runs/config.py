@@ -213,21 +213,29 @@ class TrainConfig:
         )
 
     @classmethod
-    def preset(cls, name):
-        """Returns a preset by name.
+    def preset(cls, name, **changes):
+        """Returns a preset by name, with `changes` applied as it is made.
 
         Args:
             name: `"demo"`, `"demo-conditional"`, `"images"` (your own
                 images), `"smoke"` or `"mnist-tpu"`.
+            **changes: Settings that replace the preset's (checked with
+                the rest: a folder and the `image_size` it needs come
+                together).
 
         Returns:
             A `TrainConfig`.
+
+        Example:
+
+        >>> TrainConfig.preset("smoke", epochs=2).epochs
+        2
         """
         if name not in PRESETS:
             raise ValueError(
                 f"Expected a preset in {sorted(PRESETS)}. Received: {name!r}."
             )
-        return cls(**PRESETS[name])
+        return cls(**{**PRESETS[name], **changes})
 
     def override(self, assignments):
         """Returns a copy with `key=value` strings applied, type-checked.
@@ -241,7 +249,8 @@ class TrainConfig:
         """
         return dataclasses.replace(self, **self.parsed(assignments))
 
-    def parsed(self, assignments):
+    @classmethod
+    def parsed(cls, assignments):
         """The `key=value` strings as a dict of typed values, unapplied.
 
         Args:
@@ -250,7 +259,7 @@ class TrainConfig:
         Returns:
             A dict from setting names to values of the fields' types.
         """
-        fields = {f.name: f for f in dataclasses.fields(self)}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
         changes = {}
         for item in assignments:
             key, sep, text = item.partition("=")

@@ -2,7 +2,6 @@
 
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import keras
@@ -78,14 +77,15 @@ class PreparedRun:
 
 
 def prepare(config, strategy=None, data=None):
-    """Sets up a run: seed, precision, strategy, batch check, data, steps.
+    """Sets up a run: seed, placement, precision, data.
 
-    In this order: `keras.utils.set_random_seed(config.seed)`, the
-    config's dtype policy, the strategy (`distribute.get_strategy(
-    **config.strategy_options())` unless given), the check that the global batch splits
-    over its replicas, the data (`load_images` with the config's dataset,
-    split, source, labels, seed, size, channels, resize, xflip and stream) and the
-    steps per epoch. `train`,
+    In this order: `keras.utils.set_random_seed(config.seed)`; the placement
+    (`distribute.Placement.choose`: the strategy of
+    `config.strategy_options()` unless given, and the check that every
+    process has the same settings); the config's dtype policy; the data
+    (`data.TrainingData.load`: the training batches of
+    `config.image_source()` and its held-out `validation_split`). The
+    global batch is checked against the replicas by `GAN.fit`. `train`,
     `GANHyperModel`, `run_sweep` (through `train`) and the benchmark all
     start here, so every run of every tool is set up alike.
 
@@ -117,68 +117,27 @@ def prepare(config, strategy=None, data=None):
             "TrainConfig.preset(name)."
         )
     keras.utils.set_random_seed(config.seed)
-    strategy = strategy or distribute.get_strategy(**config.strategy_options())
-    placement = distribute.Placement.of(strategy)
-    distribute.check_same_settings(config.to_dict(), strategy)
-    precision.configure(config.precision, strategy)
-    placement.check_global_batch(config.batch_size)
-    dataset, info = data_lib.load_images(
+    placement = distribute.Placement.choose(
+        config.to_dict(), strategy, **config.strategy_options()
+    )
+    precision.configure(config.precision, placement.strategy)
+    data = data_lib.TrainingData.load(
         config.image_source(data=data),
         batch_size=config.batch_size,
         labels=config.conditional,
         seed=config.seed,
         xflip=config.xflip,
-        return_info=True,
+        validation_split=config.validation_split if data is None else None,
+        replicas=placement.replicas,
     )
-    steps = (info["num_examples"] or 0) // config.batch_size or None
-    validation = None
-    if config.validation_split is not None and data is None:
-        validation = _validation_data(config, placement.replicas)
     return PreparedRun(
         config=config,
         placement=placement,
-        dataset=dataset,
-        info=info,
-        steps_per_epoch=steps,
-        validation=validation,
+        dataset=data.dataset,
+        info=data.info,
+        steps_per_epoch=data.steps_per_epoch,
+        validation=data.validation,
     )
-
-
-def _validation_data(config, replicas):
-    """The config's held-out split, in batches that split over the replicas."""
-    if os.path.isdir(config.dataset):
-        logger.info("validation: none (a folder of images has no splits).")
-        return None
-
-    def held_out(batch_size):
-        return data_lib.load_images(
-            config.image_source(split=config.validation_split),
-            batch_size=batch_size,
-            labels=config.conditional,
-            shuffle=False,
-            return_info=True,
-        )
-
-    # The split's size first: one that is smaller than a training batch is
-    # validated in one smaller batch (still split evenly over the replicas).
-    try:
-        _, info = held_out(replicas)
-    except ValueError as e:
-        if "Unknown split" not in str(e):
-            raise
-        raise ValueError(
-            f"Expected validation_split to name a split of {config.dataset!r}. "
-            f"Received: validation_split={config.validation_split!r} ({e}). "
-            "Set it to one of those splits, or to none (`--set "
-            "validation_split=none`)."
-        ) from e
-    count = info["num_examples"]
-    batch = config.batch_size
-    if count is not None and count < batch:
-        batch = count - count % replicas
-    dataset, _ = held_out(batch)
-    logger.info("validation: %s images of split %r.", count, config.validation_split)
-    return dataset
 
 
 def build_gan(config, image_shape, num_classes=None, steps_per_epoch=None):
