@@ -17,6 +17,7 @@ from keras_tpugan import (
     distribute,
     fit_input,
     gan_checks,
+    models,
     penalties,
     precision,
 )
@@ -24,9 +25,10 @@ from keras_tpugan import losses as losses_module
 from keras_tpugan.augment import DiffAugment
 from keras_tpugan.gan_optimizer import GANOptimizer
 from keras_tpugan.latents import class_labels, seeded_latents
+from keras_tpugan.precision import ALL_REDUCE_DTYPES
 from keras_tpugan.tf_import import is_dataset
 from keras_tpugan.trainers import BackendGANStep
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES, D_LOGGED, G_LOGGED
+from keras_tpugan.trainers.base import D_LOGGED, G_LOGGED
 
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
@@ -203,6 +205,10 @@ class GAN(BackendGANStep, keras.Model):
 
     # ------------------------------------------------------------------ API
 
+    # `GAN.from_preset(preset, image_shape, ...)`: a compiled GAN of this
+    # class with a recommended recipe (`models.recipes.from_preset`).
+    from_preset = classmethod(models.recipes.from_preset)
+
     def call(self, inputs, training=False):
         """Runs the generator: latents (or `[latents, labels]`) to images."""
         return self.generator(inputs, training=training)
@@ -325,6 +331,7 @@ class GAN(BackendGANStep, keras.Model):
         """
         self._fit_input.check(x, y, batch_size)
         self._fit_input.check_generated_range()
+        gan_checks.check_unused_optimizers(self)
         if is_dataset(x) or isinstance(x, keras.utils.PyDataset):
             # The pipeline shuffles; a PyDataset keeps the order it gives.
             kwargs.setdefault("shuffle", False)

@@ -157,7 +157,21 @@ def check_metrics(gan, own):
         gan: A `keras_tpugan.GAN` (or a subclass).
         own: The metrics `GAN.metrics` returns.
     """
-    listed = list(gan.metrics)
+    try:
+        listed = list(gan.metrics)
+    except AttributeError as e:
+        # keras-io's pattern: `compile` sets the trackers `metrics` lists
+        # after `super().compile()`, which reads them.
+        raise ValueError(
+            f"Expected `{type(gan).__name__}.metrics` to be the GAN's own. "
+            f"Received: a `metrics` that fails before its trackers exist ({e}), "
+            "as keras-io's `compile(d_optimizer, g_optimizer, loss_fn)` sets "
+            "them after `super().compile()`. Delete the `metrics` property and "
+            "the trackers (the GAN logs d_loss, g_loss, d_real, d_fake itself), "
+            "and hand your optimizers on: `super().compile(generator_optimizer="
+            "g_optimizer, discriminator_optimizer=d_optimizer)`. The migration "
+            "guide (docs/migrating.md, the keras-io DCGAN) shows the port."
+        ) from None
     if [id(m) for m in listed] == [id(m) for m in own]:
         return
     missing = [t.name for t in gan.trackers if id(t) not in {id(m) for m in listed}]
@@ -356,3 +370,35 @@ def _defined_inputs(name, model, first_layer):
             f"Start it with `{first_layer}` (for a Sequential model), or build "
             "it as a functional model."
         ) from e
+
+
+def check_unused_optimizers(gan):
+    """Refuses optimizers set on the GAN that its step would never apply.
+
+    keras-io's `compile(d_optimizer, g_optimizer, loss_fn)` keeps its
+    optimizers as `self.d_optimizer` and `self.g_optimizer`; under
+    `GAN.compile`, which they were not passed to, the GAN would train with
+    its default ones instead, without a word.
+
+    Args:
+        gan: A compiled `keras_tpugan.GAN` (or a subclass).
+    """
+    used = {id(gan.generator_optimizer), id(gan.discriminator_optimizer)}
+    used |= {id(gan.optimizer)}
+    unused = sorted(
+        name
+        for name, value in vars(gan).items()
+        if isinstance(value, keras.optimizers.Optimizer)
+        and id(value) not in used
+        and not name.startswith("_")
+    )
+    if unused:
+        raise ValueError(
+            "Expected the GAN's optimizers to be passed to `GAN.compile("
+            "generator_optimizer=..., discriminator_optimizer=...)`. Received: "
+            f"{', '.join(f'`{n}`' for n in unused)}, set on the "
+            f"`{type(gan).__name__}` but never applied by its step (which "
+            "would train with compile's default optimizers). Hand them on: "
+            "`super().compile(generator_optimizer=g_optimizer, "
+            "discriminator_optimizer=d_optimizer)`; see docs/migrating.md."
+        )

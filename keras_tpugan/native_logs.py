@@ -1,4 +1,4 @@
-"""Hiding TensorFlow's native start-up logs in the `keras-tpugan` command.
+"""Importing Keras, with TensorFlow's native start-up logs hidden in the command.
 
 TensorFlow's C++ libraries print to the process's standard error while they
 load (CUDA stubs, cuInit errors, oneDNN notices), some of them before their
@@ -12,20 +12,29 @@ import os
 import sys
 
 
+def is_command_line():
+    """Whether this process is the `keras-tpugan` command.
+
+    Returns:
+        A bool: True for the `keras-tpugan` script and for
+        `python -m keras_tpugan.cli`.
+    """
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return os.path.basename(sys.argv[0]) == "keras-tpugan" or (
+        "keras_tpugan.cli" in argv
+    )
+
+
 def quiet_command():
     """Whether this process is the `keras-tpugan` command without --verbose.
 
     Returns:
         A bool.
     """
-    argv = getattr(sys, "orig_argv", sys.argv)
-    command = os.path.basename(sys.argv[0]) == "keras-tpugan" or (
-        "keras_tpugan.cli" in argv
-    )
     verbose = "--verbose" in sys.argv or os.environ.get(
         "KERAS_TPUGAN_VERBOSE", ""
     ).lower() in ("1", "true", "yes")
-    return command and not verbose
+    return is_command_line() and not verbose
 
 
 @contextlib.contextmanager
@@ -58,3 +67,38 @@ def hidden(hide=True):
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def import_keras():
+    """Imports Keras (TensorFlow first, on its backend) and checks the backend.
+
+    In the `keras-tpugan` command without `--verbose` the native start-up
+    logs are hidden (`hidden`). `import keras_tpugan` calls it; the command
+    calls it when a command runs, after parsing its arguments.
+
+    Returns:
+        The `keras` module.
+
+    Raises:
+        ImportError: For a backend other than TensorFlow and JAX, or the
+            TensorFlow backend without TensorFlow installed.
+    """
+    with hidden(quiet_command()):
+        if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+            # Needed at once (and said so when missing); on JAX TensorFlow is
+            # imported only when something needs it (see keras_tpugan.tf_import).
+            from keras_tpugan.tf_import import tensorflow
+
+            tensorflow(
+                "The TensorFlow backend (the default; KERAS_BACKEND=jax trains "
+                "without TensorFlow)"
+            )
+        import keras
+
+    if keras.backend.backend() not in ("tensorflow", "jax"):
+        raise ImportError(
+            "keras_tpugan supports the TensorFlow and JAX backends of Keras 3. "
+            f"Received: KERAS_BACKEND={keras.backend.backend()!r}. Set "
+            "KERAS_BACKEND=jax or KERAS_BACKEND=tensorflow before importing keras."
+        )
+    return keras

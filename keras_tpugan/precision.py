@@ -1,12 +1,17 @@
-"""Dtype policy set-up: `auto`, `mixed_bfloat16`, `mixed_float16` or `float32`."""
+"""Dtype policy set-up: `auto`, `mixed_bfloat16`, `mixed_float16` or `float32`.
+
+The module imports Keras only when a function runs: the command line reads
+its choices before it imports Keras.
+"""
 
 import logging
-
-import keras
 
 logger = logging.getLogger("keras_tpugan")
 
 POLICIES = ("auto", "mixed_bfloat16", "mixed_float16", "float32")
+# The types the gradients may cross the replicas in (`GAN.compile`'s
+# `all_reduce_dtype`): bfloat16 halves the bytes.
+ALL_REDUCE_DTYPES = ("float32", "bfloat16")
 
 
 def configure(policy="mixed_bfloat16", strategy=None):
@@ -39,6 +44,8 @@ def configure(policy="mixed_bfloat16", strategy=None):
     >>> ktg.precision.configure("float32").name
     'float32'
     """
+    import keras
+
     if policy not in POLICIES:
         raise ValueError(
             f"Expected `policy` to be one of {POLICIES}. Received: "
@@ -73,6 +80,7 @@ def resolve(strategy=None):
     >>> policy in ("mixed_bfloat16", "float32")
     True
     """
+
     platform, capability = _accelerator(strategy)
     if platform == "tpu":
         return "mixed_bfloat16", "TPU (bfloat16 is its native type)"
@@ -87,6 +95,8 @@ def resolve(strategy=None):
 
 def _accelerator(strategy):
     """`(platform, compute capability or None)` of the devices that train."""
+    import keras
+
     if keras.backend.backend() == "jax":
         import jax
 
@@ -136,6 +146,8 @@ def needs_loss_scaling(policy=None):
     Returns:
         A bool.
     """
+    import keras
+
     if policy is None:
         policy = keras.mixed_precision.global_policy()
     if isinstance(policy, str):

@@ -23,8 +23,9 @@
 # Other data works the same way: `DATASET = "cifar10"` with `IMAGE_SIZE = 32`,
 # `DATASET = "celeb_a"` with `IMAGE_SIZE = 64` (centre-cropped to square), or the path of a
 # folder of images (one subfolder per class for the quality scores) with the size you want.
-# `WIDTH = 0` sizes the networks for the resolution (the reference DCGAN's plan: 256 filters
-# at 32x32, 512 at 64x64). Notebook 04 is the longer walk through your own images.
+# Other data gets the `"images"` recipe, whose networks are sized for the resolution (the
+# reference DCGAN's plan: 256 filters at 32x32, 512 at 64x64). Notebook 04 is the longer
+# walk through your own images.
 
 # %% [markdown]
 # ## Parameters
@@ -32,8 +33,9 @@
 
 # %% tags=["parameters"]
 EPOCHS = 15  # @param {type:"integer"}
-BATCH_SIZE = 256  # @param {type:"integer"}
-# Filters of the widest layer (0: sized for the resolution).
+# The recipe's batch (its learning rate was chosen at 64).
+BATCH_SIZE = 64  # @param {type:"integer"}
+# Filters of the widest layer (0: the recipe's).
 WIDTH = 0  # @param {type:"integer"}
 # A TFDS name ("mnist", "cifar10", "celeb_a", ...) or a folder of images.
 DATASET = "mnist"  # @param {type:"string"}
@@ -136,27 +138,18 @@ print(info)
 
 # %% [markdown]
 # ## The GAN
-# Build and compile inside the strategy's scope. `jit_compile=True` compiles each replica's
-# gradient computation with XLA; `ema_decay` keeps a moving average of the generator,
-# which the samples and scores use.
+# Build and compile inside the strategy's scope. `GAN.from_preset` gives the recommended
+# recipe, the one the command line's presets train: a batch-normalized generator, a
+# spectrally normalized discriminator, Adam with `beta_1=0` (4e-3 for MNIST's `"demo"`,
+# 1e-3 for other `"images"`) and a moving average of the generator, which the samples and
+# scores use. XLA is on where there is a GPU or TPU.
 
 # %%
 with strategy.scope():
-    gan = ktg.GAN(
-        generator=ktg.models.dcgan_generator(
-            latent_dim=128, image_shape=info["image_shape"], width=WIDTH or None
-        ),
-        discriminator=ktg.models.dcgan_discriminator(
-            image_shape=info["image_shape"], width=WIDTH or None
-        ),
-        latent_dim=128,
-        ema_decay=0.999,
-    )
-    gan.compile(
-        generator_optimizer=keras.optimizers.Adam(2e-4, beta_1=0.5),
-        discriminator_optimizer=keras.optimizers.Adam(2e-4, beta_1=0.5),
-        loss="non_saturating",
-        jit_compile=True,
+    gan = ktg.GAN.from_preset(
+        "demo" if DATASET == "mnist" and not IMAGE_SIZE else "images",
+        image_shape=info["image_shape"],
+        width=WIDTH or None,
     )
 
 # %% [markdown]

@@ -13,27 +13,29 @@
 # ---
 
 # %% [markdown]
-# # Your own images: a folder, Drive, CIFAR-10 or CelebA at 64x64
+# # Your own images: a folder, Drive, CIFAR-10 or CelebA
 #
 # This notebook trains a GAN on your images with `keras_tpugan`'s `train`, the function
 # behind `keras-tpugan train`: a folder of photos (flat or one subfolder per class,
 # uploaded as a zip or on Google Drive) or a TFDS dataset (`cifar10`, `celeb_a`, ...),
 # brought to `IMAGE_SIZE` squares (centre crop, then resize). Everything lands in `OUT`:
 # sample grids per epoch, learning curves, snapshots of the whole GAN and a backup after
-# every epoch. Put `OUT` on Drive and a Colab session that ends can be continued: run the
-# notebook again and it resumes from the last completed epoch, with the weights an
-# uninterrupted run would have.
+# every epoch. In Colab `OUT` is on Drive by default, so a session that ends can be
+# continued: run the notebook again and it resumes from the last completed epoch, with the
+# weights an uninterrupted run would have. Raising `EPOCHS` trains a finished run on; a
+# finished run is never overwritten.
 
 # %% [markdown]
 # ## Parameters
 # `DATA`: a TFDS name, or a folder (with `MOUNT_DRIVE`, a path under
 # `/content/drive/MyDrive/`). `UPLOAD_ZIP` asks for a zip of images and trains on it.
+# `IMAGE_SIZE`: CIFAR-10 is 32x32 (larger only upsamples it); photos train well at 64.
 # `TIME_BUDGET_MINUTES` stops at the end of the epoch in which that much training time has
 # passed (0: no budget), before Colab ends the session.
 
 # %% tags=["parameters"]
 DATA = "cifar10"  # @param {type:"string"}
-IMAGE_SIZE = 64  # @param {type:"integer"}
+IMAGE_SIZE = 32  # @param {type:"integer"}
 CHANNELS = 3  # @param {type:"integer"}
 EPOCHS = 30  # @param {type:"integer"}
 BATCH_SIZE = 128  # @param {type:"integer"}
@@ -49,9 +51,12 @@ TIME_BUDGET_MINUTES = 0  # @param {type:"number"}
 # Read the images batch by batch from their files instead of holding them in memory, for
 # data larger than the runtime's RAM (a folder; a TFDS dataset on TensorFlow).
 STREAM = False  # @param {type:"boolean"}
-MOUNT_DRIVE = False  # @param {type:"boolean"}
+# In Colab, mount Google Drive (the run folder goes there by default).
+MOUNT_DRIVE = True  # @param {type:"boolean"}
 UPLOAD_ZIP = False  # @param {type:"boolean"}
-OUT = "runs/own_images"  # @param {type:"string"}
+# The run folder; "" : on Drive when it is mounted
+# (/content/drive/MyDrive/keras-tpugan/own_images), else runs/own_images.
+OUT = ""  # @param {type:"string"}
 # "auto": JAX when a TPU is attached and TensorFlow has no TPU support (today's Colab TPU
 # runtimes), else TensorFlow; or name one.
 BACKEND = "auto"  # @param ["auto", "tensorflow", "jax"]
@@ -110,24 +115,32 @@ print(f"backend: {BACKEND} (TPU attached: {tpu_attached})")
 
 # %% [markdown]
 # ## Your images
-# With `MOUNT_DRIVE`, Google Drive appears under `/content/drive` (put `OUT` there to keep
-# the run); with `UPLOAD_ZIP`, the zip you pick is unpacked into `uploaded/` and used as
-# `DATA`. Outside Colab both are skipped.
+# With `MOUNT_DRIVE`, Google Drive appears under `/content/drive`, and an empty `OUT`
+# puts the run there, where it outlives the session; with `UPLOAD_ZIP`, the zip you pick
+# is unpacked into `uploaded/` and used as `DATA`. Outside Colab both are skipped.
 
 # %% tags=["colab-data"]
 import shutil
 
+DRIVE = "/content/drive"
 if MOUNT_DRIVE and "google.colab" in sys.modules:
     from google.colab import drive
 
-    drive.mount("/content/drive")
+    drive.mount(DRIVE)
+if not OUT:
+    drive_mounted = os.path.isdir(os.path.join(DRIVE, "MyDrive"))
+    OUT = (
+        os.path.join(DRIVE, "MyDrive", "keras-tpugan", "own_images")
+        if drive_mounted
+        else "runs/own_images"
+    )
 if UPLOAD_ZIP and "google.colab" in sys.modules:
     from google.colab import files
 
     for name in files.upload():
         shutil.unpack_archive(name, "uploaded")
     DATA = "uploaded"
-print(f"data: {DATA}")
+print(f"data: {DATA}; run folder: {OUT}")
 
 # %% [markdown]
 # ## A look at the data
@@ -162,14 +175,17 @@ display(Image(filename=f"{OUT}/real_images.png"))
 # ## Train, or continue
 # The `images` preset: the demo's recipe (batch-normalized generator, spectrally normalized
 # discriminator, Adam with beta_1 = 0, EMA of the generator) at the learning rate chosen on
-# RGB digits (1e-3), with the networks sized for `IMAGE_SIZE`, your data and sizes. `architecture="resnet"` in the `replace` below trains
-# the ResNet networks instead. When `OUT` holds an
-# unfinished run (its `backup/`), training continues from its last completed epoch.
+# RGB digits (1e-3), with the networks sized for `IMAGE_SIZE`, your data and sizes.
+# `architecture="resnet"` in the `replace` below trains the ResNet networks instead. When
+# `OUT` holds an unfinished run (its `backup/`), training continues from its last completed
+# epoch; a finished run with fewer epochs than `EPOCHS` trains on from its last snapshot;
+# one that has them all is left as it is (set another `OUT` for a new run).
 
 # %%
 import dataclasses  # noqa: E402
 
 from keras_tpugan.runs.config import TrainConfig  # noqa: E402
+from keras_tpugan.runs.run_folder import epochs_finished  # noqa: E402
 from keras_tpugan.runs.train import train  # noqa: E402
 
 config = dataclasses.replace(
@@ -185,20 +201,36 @@ config = dataclasses.replace(
     quality_every=QUALITY_EVERY,
     stream=STREAM,
 )
-resume = os.path.isdir(os.path.join(OUT, "backup"))
-print("continuing the run in" if resume else "a new run in", OUT)
-summary = train(
-    config,
-    OUT,
-    verbose=2,
-    resume=resume,
-    time_budget_seconds=TIME_BUDGET_MINUTES * 60 or None,
-)
-keys = ("image_shape", "precision", "images_per_sec", "resumed_at_epoch")
-print({k: summary[k] for k in keys})
-print(
-    "final:", summary["final"], "| no quality figures:", summary["quality_unavailable"]
-)
+finished = epochs_finished(OUT)
+unfinished = os.path.isdir(os.path.join(OUT, "backup"))
+if finished is not None and not unfinished and finished >= EPOCHS:
+    print(
+        f"the run in {OUT} has finished its {finished} epochs: raise EPOCHS to "
+        "train it on, or set another OUT for a new run"
+    )
+else:
+    resume = unfinished or finished is not None
+    if unfinished:
+        print("continuing the run in", OUT)
+    elif resume:
+        print(f"training the finished run in {OUT} on, to {EPOCHS} epochs")
+    else:
+        print("a new run in", OUT)
+    summary = train(
+        config,
+        OUT,
+        verbose=2,
+        resume=resume,
+        time_budget_seconds=TIME_BUDGET_MINUTES * 60 or None,
+    )
+    keys = ("image_shape", "precision", "images_per_sec", "resumed_at_epoch")
+    print({k: summary[k] for k in keys})
+    print(
+        "final:",
+        summary["final"],
+        "| no quality figures:",
+        summary["quality_unavailable"],
+    )
 
 # %% [markdown]
 # ## Samples and curves

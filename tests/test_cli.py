@@ -260,7 +260,9 @@ def test_the_packages_warnings_print_as_one_line_at_the_command_line(tmp_path):
     assert warnings.formatwarning is default
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "tune", "sample", "bench"])
+@pytest.mark.parametrize(
+    "command", ["train", "settings", "sweep", "tune", "sample", "bench"]
+)
 def test_every_subcommand_has_help_with_an_example(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--help"])
@@ -278,6 +280,7 @@ def test_every_flag_of_every_subcommand_says_what_it_is_for():
     )
     assert set(subcommands.choices) == {
         "train",
+        "settings",
         "sweep",
         "tune",
         "sample",
@@ -293,6 +296,105 @@ def test_every_flag_of_every_subcommand_says_what_it_is_for():
     assert silent == []
 
 
+def _subparsers():
+    return next(
+        action
+        for action in cli._parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    ).choices
+
+
+def test_a_flag_has_one_default_in_every_subcommand_or_says_why():
+    defaults = {}
+    for name, parser in _subparsers().items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                defaults.setdefault(flag, []).append((name, action.default, action))
+    unexplained = {
+        flag: [(name, default) for name, default, _ in uses]
+        for flag, uses in defaults.items()
+        if len({repr(default) for _, default, _ in uses}) > 1
+        # A subcommand with a default of its own says why, "here".
+        and not all("here" in action.help for _, d, action in uses if d is not None)
+    }
+    assert unexplained == {}
+
+
+def test_the_everyday_flags_reach_the_config():
+    from keras_tpugan.cli.arguments import config_from_args
+    from keras_tpugan.runs.config import TrainConfig
+
+    args = cli._parser().parse_args(
+        [
+            "train",
+            "--preset",
+            "smoke",
+            "--batch-size",
+            "32",
+            "--epochs",
+            "3",
+            "--learning-rate",
+            "1e-3",
+            "--seed",
+            "5",
+            "--precision",
+            "float32",
+            "--mirror",
+            "--set",
+            "epochs=7",  # the flag wins
+            "--set",
+            "beta_1=0.2",
+            "--out",
+            "x",
+        ]
+    )
+    config = config_from_args(args)
+    assert (config.batch_size, config.epochs, config.learning_rate) == (32, 3, 1e-3)
+    assert (config.seed, config.precision, config.xflip) == (5, "float32", True)
+    assert config.beta_1 == 0.2
+    # Unset flags leave the preset's values.
+    config = config_from_args(cli._parser().parse_args(["train", "--out", "x"]))
+    assert config == TrainConfig.preset("demo")
+    # A study varies the batch size: its flag is --batch-sizes.
+    sweep = _subparsers()["sweep"]
+    flags = {f for action in sweep._actions for f in action.option_strings}
+    assert {"--epochs", "--learning-rate", "--mirror", "--batch-sizes"} <= flags
+    assert "--batch-size" not in flags
+
+
+def test_settings_lists_every_setting_with_its_value_and_help(capsys):
+    import dataclasses
+
+    from keras_tpugan.runs.config import TrainConfig
+    from keras_tpugan.runs.settings_help import SETTINGS_HELP
+
+    names = [f.name for f in dataclasses.fields(TrainConfig)]
+    assert list(SETTINGS_HELP) == names  # one line each, in the config's order
+    assert cli.main(["settings", "--preset", "smoke"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == names
+    rows = {line.split()[0]: line.split()[1] for line in lines}
+    assert rows["epochs"] == "1" and rows["validation_split"] == "test"
+    assert rows["image_size"] == "none" and rows["xflip"] == "false"
+    assert any("(--batch-size)" in line for line in lines)
+    assert cli.main(["settings", "--preset", "nope"]) == 2
+
+
+def test_help_and_version_answer_without_importing_keras():
+    """Slow (about 2 s): new processes, which list their imports."""
+    for flags in (["--help"], ["train", "--help"], ["--version"]):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "keras_tpugan.cli", *flags],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            check=True,
+        )
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+        assert "keras_tpugan.cli.main" in imported
+        assert not {"keras", "tensorflow", "jax"} & imported, flags
+
+
 def test_version_prints_the_package_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--version"])
@@ -305,9 +407,10 @@ def test_the_command_runs_quietly_unless_verbose():
 
     # A real process: TensorFlow's native start-up logs are hidden by
     # default (they go to fd 2 before any Python code could filter them).
+    # `settings` imports TensorFlow (`--help` does not).
     def run(*flags, **env):
         return subprocess.run(
-            [sys.executable, "-m", "keras_tpugan.cli", "train", *flags, "--help"],
+            [sys.executable, "-m", "keras_tpugan.cli", "settings", *flags],
             capture_output=True,
             text=True,
             check=True,
@@ -316,11 +419,11 @@ def test_the_command_runs_quietly_unless_verbose():
 
     env = {"TF_CPP_MIN_LOG_LEVEL": "0"}
     quiet = run(**env)
-    assert "examples:" in quiet.stdout and "keras-tpugan train " in quiet.stdout
+    assert "settings of the 'demo' preset" in quiet.stdout
     assert "absl::InitializeLog" not in quiet.stderr
     assert "cuda" not in quiet.stderr.lower()
     loud = run("--verbose", **env)
-    assert "examples:" in loud.stdout
+    assert "settings of the 'demo' preset" in loud.stdout
     # With --verbose TensorFlow speaks as usual (on this CPU-only machine at
     # least its start-up notice).
     assert "absl::InitializeLog" in loud.stderr or "cuda" in loud.stderr.lower()
@@ -410,6 +513,7 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     # any training step, in one line that says what to do.
     colour_folder(tmp_path / "flat", flat=True)
     argv[2] = str(tmp_path / "flat")
+    argv[-1] = str(tmp_path / "flat_run")
     capsys.readouterr()
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -517,7 +621,7 @@ def _assert_same_state(a, b):
 
 
 def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
-    tmp_path, capsys
+    tmp_path, capsys, caplog
 ):
     """Slow (about 25-50 s): three small runs of three epochs (one whole, one
     stopped by its budget, then resumed), each on two of this process's
@@ -560,10 +664,29 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     assert not (run / "backup").exists()  # finished: removed
     assert len(os.listdir(run / "snapshots")) == 3
     _assert_same_state(run, tmp_path / "whole")
-    # A finished run, or a folder with no run, has nothing to resume.
+    # A finished run is never overwritten, nor resumed to the epochs it has.
     capsys.readouterr()
+    before = (run / "summary.json").read_text()
+    assert cli.main([*argv, "--out", str(run)]) == 2
+    assert "holds a finished run of 3 epochs" in capsys.readouterr().err
     assert cli.main([*argv, "--resume", "--out", str(run)]) == 2
-    assert "has no backup" in capsys.readouterr().err
+    assert "Expected more epochs than the 3" in capsys.readouterr().err
+    assert (run / "summary.json").read_text() == before
+    # With two more epochs, a finished run trains on from its last snapshot to
+    # the state of a run that had them from the start.
+    extended = tmp_path / "extended"
+    assert cli.main([*argv, "--epochs", "1", "--out", str(extended)]) == 0
+    assert cli.main([*argv, "--resume", "--out", str(extended)]) == 0
+    summary = json.loads((extended / "summary.json").read_text())
+    assert summary["resumed_at_epoch"] == 1 and summary["epochs_completed"] == 3
+    assert "training the finished run" in caplog.text
+    _assert_same_state(extended, tmp_path / "whole")
+    history = (extended / "history.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3"]
+    assert json.loads((extended / "config.json").read_text())["epochs"] == 3
+    # Fewer epochs than it has, or a folder with no run, has nothing to resume.
+    assert cli.main([*argv, "--epochs", "2", "--resume", "--out", str(run)]) == 2
+    assert "Expected more epochs than the 3" in capsys.readouterr().err
     assert cli.main([*argv, "--resume", "--out", str(tmp_path / "none")]) == 2
     assert "holds no run" in capsys.readouterr().err
     # TensorBoard events, and `sample --model RUN` reads the last snapshot.

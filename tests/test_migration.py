@@ -179,3 +179,58 @@ def test_the_tensorflow_tutorial_port_trains_with_its_networks_unchanged():
         _run(training, scope)
     _check_trained(scope, (28, 28, 1))
     assert scope["gan"].latent_dim == 100
+
+
+def _keras_io_subclass(hand_on=False, metrics=True):
+    """keras-io's `GAN` class re-based on `keras_tpugan.GAN`, its `compile`
+    and `metrics` kept (or mended as the message says)."""
+
+    class KerasIOGAN(ktg.GAN):
+        def compile(self, d_optimizer, g_optimizer, loss_fn):
+            if hand_on:
+                super().compile(
+                    generator_optimizer=g_optimizer, discriminator_optimizer=d_optimizer
+                )
+            else:
+                super().compile()
+            self.d_optimizer = d_optimizer
+            self.g_optimizer = g_optimizer
+            self.loss_fn = loss_fn
+            self.d_loss_metric = keras.metrics.Mean(name="d_loss")
+            self.g_loss_metric = keras.metrics.Mean(name="g_loss")
+
+    if metrics:
+        KerasIOGAN.metrics = property(lambda self: [self.d_loss_metric])
+    return KerasIOGAN(
+        generator=ktg.models.dcgan_generator(latent_dim=8, width=8),
+        discriminator=ktg.models.dcgan_discriminator(width=8),
+        latent_dim=8,
+    )
+
+
+def test_a_keras_io_compile_and_metrics_kept_as_they_are_get_one_message_each():
+    def compile_(gan):
+        gan.compile(
+            d_optimizer=keras.optimizers.Adam(1e-3),
+            g_optimizer=keras.optimizers.Adam(1e-3),
+            loss_fn=keras.losses.BinaryCrossentropy(),
+        )
+
+    with pytest.raises(ValueError) as info:
+        compile_(_keras_io_subclass())
+    message = str(info.value)
+    assert "no attribute 'd_loss_metric'" in message
+    assert "Delete the `metrics` property" in message and "migrating.md" in message
+    # Without `metrics`, the optimizers compile never saw are named at fit.
+    gan = _keras_io_subclass(metrics=False)
+    compile_(gan)
+    images = _digits(16).astype("float32")[..., None] / 127.5 - 1
+    with pytest.raises(ValueError, match="`d_optimizer`, `g_optimizer`, set on"):
+        gan.fit(images, batch_size=8, epochs=1, verbose=0)
+    assert int(gan.optimizer.iterations) == 0
+    # Handed on, they are the GAN's, and it trains.
+    gan = _keras_io_subclass(hand_on=True, metrics=False)
+    compile_(gan)
+    gan.fit(images, batch_size=8, epochs=1, verbose=0)
+    assert gan.generator_optimizer is gan.g_optimizer
+    assert int(gan.g_optimizer.iterations) == 2

@@ -251,9 +251,10 @@ def test_the_auto_backend_is_jax_on_a_tpu_without_tensorflow_tpu_support(
 
 
 def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_path):
-    """Slow (about 60-80 s): two new kernels, each importing TensorFlow and
-    training; the first stops on its time budget after epoch 1 of 2, the
-    second continues the same run folder to the end."""
+    """Slow (about 100-130 s): four new kernels, each importing TensorFlow;
+    the first stops on its time budget after epoch 1 of 2, the second
+    continues the same run folder to the end, the third finds it finished
+    and leaves it, the fourth trains it on to 3 epochs."""
     photos = photo_folder(tmp_path / "photos", 16)
     out = tmp_path / "own"
     overrides = (
@@ -279,6 +280,18 @@ def test_own_images_notebook_trains_on_a_folder_and_continues_a_stopped_run(tmp_
     assert (out / "samples/epoch_0002.png").exists()
     assert (out / "loss_curves.png").exists() and not (out / "backup").exists()
     assert list((out / "snapshots").glob("gan_epoch_0002.keras"))
+    # Run again as it is: the finished run is left as it is, and said so.
+    summary = (out / "summary.json").read_text()
+    third = _text(_execute("04_your_own_images.ipynb", overrides, tmp_path))
+    assert f"the run in {out} has finished its 2 epochs" in third
+    assert (out / "summary.json").read_text() == summary
+    # Raising EPOCHS trains it on from its last snapshot.
+    fourth = _text(
+        _execute("04_your_own_images.ipynb", overrides + "EPOCHS = 3", tmp_path)
+    )
+    assert "training the finished run in" in fourth
+    assert "'resumed_at_epoch': 2" in fourth
+    assert (out / "samples/epoch_0003.png").exists()
 
 
 def test_own_images_notebook_mounts_drive_and_trains_on_an_uploaded_zip(
@@ -301,15 +314,27 @@ def test_own_images_notebook_mounts_drive_and_trains_on_an_uploaded_zip(
     monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
     monkeypatch.setitem(sys.modules, "google.colab", colab)
     monkeypatch.chdir(tmp_path)
-    scope = {"sys": sys, "DATA": "cifar10", "MOUNT_DRIVE": True, "UPLOAD_ZIP": True}
+    isdir = os.path.isdir
+    monkeypatch.setattr(
+        os.path, "isdir", lambda p: p == "/content/drive/MyDrive" or isdir(p)
+    )
+    settings = {"DATA": "cifar10", "MOUNT_DRIVE": True, "UPLOAD_ZIP": True, "OUT": ""}
+    scope = {"sys": sys, "os": os, **settings}
     exec(cell.source, scope)
     assert mounted == ["/content/drive"] and scope["DATA"] == "uploaded"
     assert len(list((tmp_path / "uploaded").glob("*.jpg"))) == 16
-    # Outside Colab: neither, and DATA as set.
-    monkeypatch.delitem(sys.modules, "google.colab")
-    scope = {"sys": sys, "DATA": "cifar10", "MOUNT_DRIVE": True, "UPLOAD_ZIP": True}
+    # The run folder is on Drive by default, unless one is named.
+    assert scope["OUT"] == "/content/drive/MyDrive/keras-tpugan/own_images"
+    scope = {"sys": sys, "os": os, **settings, "OUT": "mine", "UPLOAD_ZIP": False}
     exec(cell.source, scope)
-    assert scope["DATA"] == "cifar10" and mounted == ["/content/drive"]
+    assert scope["OUT"] == "mine"
+    # Outside Colab: neither, DATA as set, and without Drive a local folder.
+    monkeypatch.delitem(sys.modules, "google.colab")
+    monkeypatch.setattr(os.path, "isdir", isdir)
+    scope = {"sys": sys, "os": os, **settings}
+    exec(cell.source, scope)
+    assert scope["DATA"] == "cifar10" and mounted == ["/content/drive"] * 2
+    assert scope["OUT"] == "runs/own_images"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=os.path.basename)

@@ -136,3 +136,73 @@ def test_a_resnet_config_builds_trains_under_xla_and_saves(tmp_path):
     )
     with pytest.raises(ValueError, match="d_norm='spectral' and d_dropout=0"):
         dataclasses.replace(SMOKE, architecture="resnet")
+
+
+def _unnamed(config):
+    if isinstance(config, dict):
+        names = ("name", "keras_history", "output_layers", "input_layers")
+        return {k: _unnamed(v) for k, v in config.items() if k not in names}
+    if isinstance(config, (list, tuple)):
+        return [_unnamed(v) for v in config]
+    return config
+
+
+@pytest.mark.parametrize(
+    "preset, image_shape", [("demo", (28, 28, 1)), ("images", (16, 16, 3))]
+)
+def test_from_preset_trains_as_the_command_lines_preset(preset, image_shape):
+    """`GAN.from_preset` builds the recipe the CLI's preset of the same name
+    trains: the same networks, optimizers and average, the same steps."""
+    from keras_tpugan import GAN
+
+    config = dataclasses.replace(
+        TrainConfig.preset(preset), precision="float32", jit_compile=False
+    )
+    keras.mixed_precision.set_global_policy("float32")
+    keras.utils.set_random_seed(3)
+    ours = GAN.from_preset(preset, image_shape)
+    keras.utils.set_random_seed(3)
+    cli = build_gan(config, image_shape)
+    for network in ("generator", "discriminator"):
+        # The same layers with the same settings (Keras numbers unnamed layers
+        # per process: their names differ).
+        assert _unnamed(getattr(ours, network).get_config()) == _unnamed(
+            getattr(cli, network).get_config()
+        )
+    assert ours.get_config().keys() == cli.get_config().keys()
+    assert ours.ema_halflife_images == cli.ema_halflife_images == 20_000
+    for role in ("generator_optimizer", "discriminator_optimizer"):
+        ours_opt, cli_opt = (getattr(g, role).get_config() for g in (ours, cli))
+        assert ours_opt == cli_opt
+    assert float(ours.generator_optimizer.learning_rate) == pytest.approx(
+        config.learning_rate
+    )
+    images = np.random.default_rng(0).uniform(-1, 1, (32, *image_shape))
+    logs = [
+        gan.fit(images, batch_size=16, epochs=1, verbose=0, shuffle=False).history
+        for gan in (ours, cli)
+    ]
+    assert logs[0] == logs[1]
+    np.testing.assert_array_equal(ours.generate(4, seed=0), cli.generate(4, seed=0))
+    with pytest.raises(ValueError, match=r"Expected a preset in \['demo', 'images'\]"):
+        GAN.from_preset("demo-conditional", image_shape)
+
+
+def test_from_preset_keeps_the_users_networks_and_optimizers():
+    from keras_tpugan import GAN, models
+
+    generator = models.dcgan_generator(latent_dim=8, image_shape=(8, 8, 1), width=8)
+    optimizer = keras.optimizers.SGD(0.1)
+    gan = GAN.from_preset(
+        "images",
+        (8, 8, 1),
+        generator=generator,
+        discriminator_optimizer=optimizer,
+        latent_dim=8,
+    )
+    assert gan.generator is generator and gan.latent_dim == 8
+    assert gan.discriminator_optimizer is optimizer
+    assert gan.generator_optimizer.get_config()["beta_1"] == 0.0
+    assert gan.discriminator.layers[1].__class__.__name__ != "Conv2D"  # spectral
+    with pytest.raises(ValueError, match="Expected image_shape as"):
+        GAN.from_preset("images", (8, 8))

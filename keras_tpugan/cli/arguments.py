@@ -1,6 +1,8 @@
 """What several subcommands share: the preset help, the data arguments and
 the `TrainConfig` they make."""
 
+from keras_tpugan.runs.settings_help import EVERYDAY_FLAGS, SETTINGS_HELP
+
 PRESET_HELP = (
     "demo (the default without --data), images (the default with --data: the "
     "demo's recipe at Adam 1e-3, the model sized for --image-size), "
@@ -8,16 +10,40 @@ PRESET_HELP = (
 )
 
 
-def add_config_arguments(parser):
-    """`--preset`, `--set` and the data's arguments: what `config_from_args`
-    reads."""
+def add_config_arguments(parser, flags=("batch_size", "epochs", "learning_rate")):
+    """`--preset`, `--set`, the everyday settings' flags and the data's
+    arguments: what `config_from_args` reads.
+
+    Args:
+        parser: The subcommand's parser.
+        flags: The settings of `EVERYDAY_FLAGS` that get a flag besides the
+            ones every command has (`--seed`, `--precision`, `--mirror`).
+    """
     parser.add_argument("--preset", default=None, help=PRESET_HELP)
+    for flag, setting, kind in EVERYDAY_FLAGS:
+        if setting in flags or setting in ("seed", "precision"):
+            parser.add_argument(
+                flag,
+                dest=setting,
+                type=kind,
+                default=None,
+                metavar=setting.split("_")[-1].upper(),
+                help=f"{SETTINGS_HELP[setting]} (default: the preset's)",
+            )
+    parser.add_argument(
+        "--mirror",
+        dest="xflip",
+        action="store_true",
+        default=None,
+        help=SETTINGS_HELP["xflip"],
+    )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a setting of the preset (repeatable)",
+        help="any other setting (repeatable); `keras-tpugan settings` lists "
+        "them all with their defaults",
     )
     add_data_arguments(parser)
 
@@ -49,8 +75,9 @@ def add_data_arguments(parser):
 
 
 def config_from_args(args, **changes):
-    """The `TrainConfig` of `--preset`, `--data` and `--set`, with `changes`
-    (those not None) applied."""
+    """The `TrainConfig` of `--preset`, `--data`, the everyday flags and
+    `--set`, with `changes` (those not None) applied; a flag wins over the
+    same setting in `--set`."""
     from keras_tpugan.runs.config import TrainConfig
 
     data = getattr(args, "data", None)
@@ -61,8 +88,8 @@ def config_from_args(args, **changes):
         # Other data than the preset's: its source is found anew (a preset
         # for the offline MNIST subset would refuse any other data).
         first["source"] = "auto"
-    changes["image_size"] = getattr(args, "image_size", None)
-    changes["channels"] = getattr(args, "channels", None)
+    for name in ("image_size", "channels", "xflip", *(s for _, s, _ in EVERYDAY_FLAGS)):
+        changes.setdefault(name, getattr(args, name, None))
     changes = {k: v for k, v in changes.items() if v is not None}
     # Made at once, so that no half-made config is checked (a folder
     # without the --image-size that comes with it).

@@ -3,8 +3,7 @@ benchmark."""
 
 import os
 
-from keras_tpugan.precision import POLICIES
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
+from keras_tpugan.precision import ALL_REDUCE_DTYPES, POLICIES
 
 EXAMPLES = {
     "bench": """examples:

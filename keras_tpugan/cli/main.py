@@ -17,6 +17,7 @@ import os
 import sys
 import warnings
 
+import keras_tpugan
 from keras_tpugan import __version__
 from keras_tpugan.cli import bench as bench_commands
 from keras_tpugan.cli import launch as launch_commands
@@ -35,6 +36,25 @@ EXAMPLES = {name: text for group in _GROUPS for name, text in group.EXAMPLES.ite
 _COMMANDS = {name: fn for group in _GROUPS for name, fn in group.COMMANDS.items()}
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' layout, and shows each flag's default where it
+    has one and its help does not say it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and default not in (None, False, [], argparse.SUPPRESS)
+            and "default" not in text
+        ):
+            shown = (
+                " ".join(map(str, default)) if isinstance(default, list) else default
+            )
+            text += f" (default: {shown})"
+        return text
+
+
 def _parser():
     parser = argparse.ArgumentParser(
         prog="keras-tpugan",
@@ -51,7 +71,7 @@ def _parser():
             help=help_text,
             description=description,
             epilog=EXAMPLES[name],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_HelpFormatter,
         )
         sub.add_argument(
             "--verbose",
@@ -125,6 +145,9 @@ def _one_line_warnings(format_warning):
 def _run(argv):
     args = _parser().parse_args(argv)
     try:
+        # Keras, TensorFlow and the package's API only now: `--help` and
+        # `--version` answer without them.
+        keras_tpugan._import_api()
         if args.command == "bench" and args.backend and len(args.backend) > 1:
             return _COMMANDS["bench"](args)
         backend = args.backend[0] if isinstance(args.backend, list) else args.backend

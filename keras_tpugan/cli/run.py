@@ -1,4 +1,5 @@
-"""`keras-tpugan train` and `keras-tpugan sample`: one run, and grids from it."""
+"""`keras-tpugan train`, `settings` and `sample`: one run, what it can be
+told, and grids from it."""
 
 import json
 
@@ -10,13 +11,20 @@ from keras_tpugan.cli.arguments import (
 EXAMPLES = {
     "train": """examples:
   keras-tpugan train --preset demo --out runs/demo
-  keras-tpugan train --preset smoke --set epochs=2 --set batch_size=32 --out runs/smoke
+  keras-tpugan train --preset smoke --epochs 2 --batch-size 32 --out runs/smoke
+  keras-tpugan train --preset demo --set d_dropout=0.1 --out runs/dropout
   keras-tpugan train --preset mnist-tpu --out runs/mnist-tpu
   keras-tpugan train --backend jax --preset mnist-tpu --out runs/mnist-tpu-jax
   keras-tpugan train --data photos/ --image-size 64 --out runs/photos
   keras-tpugan train --data cifar10 --image-size 32 --preset smoke --out runs/c10
   keras-tpugan train --data photos/ --image-size 64 --time-budget 3600 --out runs/p
   keras-tpugan train --data photos/ --image-size 64 --resume --out runs/p
+
+every setting, with its default and one line of help: keras-tpugan settings
+""",
+    "settings": """examples:
+  keras-tpugan settings
+  keras-tpugan settings --preset images
 """,
     "sample": """examples:
   keras-tpugan sample --model runs/demo --num 64 --out grid.png
@@ -27,7 +35,8 @@ EXAMPLES = {
 
 
 def add_parsers(command):
-    """Adds the `train`, `sample` subcommands to the `keras-tpugan` parser.
+    """Adds the `train`, `settings`, `sample` subcommands to the `keras-tpugan`
+    parser.
 
     Args:
         command: `command(name, help, description)`, which adds a
@@ -64,6 +73,19 @@ def add_parsers(command):
     train.add_argument("--out", required=True, help="run directory")
     train.add_argument("--quiet", action="store_true", help="one line per epoch")
 
+    settings = command(
+        "settings",
+        "list every setting of train, sweep and tune, with its default",
+        "List every setting (a flag, or --set KEY=VALUE) with its value in a "
+        "preset and one line of help.",
+    )
+    settings.add_argument(
+        "--preset",
+        default="demo",
+        help="the preset whose values are listed (demo here, as for train "
+        "without --data; with --data train uses images)",
+    )
+
     sample = command(
         "sample",
         "write a grid of images from a saved generator",
@@ -82,7 +104,10 @@ def add_parsers(command):
         "in turn)",
     )
     sample.add_argument(
-        "--seed", type=int, default=0, help="seed of the latents (default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the grid's latents (0 here; train's --seed is the run's)",
     )
     sample.add_argument("--out", required=True, help="output PNG")
 
@@ -108,6 +133,39 @@ def _train(args):
     return 0
 
 
+def _settings(args):
+    import dataclasses
+
+    from keras_tpugan.runs.config import TrainConfig
+    from keras_tpugan.runs.settings_help import EVERYDAY_FLAGS, SETTINGS_HELP
+
+    config = TrainConfig.preset(args.preset)
+    flags = {setting: flag for flag, setting, _ in EVERYDAY_FLAGS}
+    flags["xflip"] = "--mirror"
+    rows = [
+        (name, _shown(getattr(config, name)), SETTINGS_HELP[name], flags.get(name))
+        for name in (f.name for f in dataclasses.fields(config))
+    ]
+    name_width = max(len(name) for name, *_ in rows)
+    value_width = max(len(value) for _, value, *_ in rows)
+    print(f"settings of the {args.preset!r} preset: --set KEY=VALUE, or the flag")
+    for name, value, text, flag in rows:
+        text = f"{text} ({flag})" if flag else text
+        print(f"  {name:<{name_width}}  {value:<{value_width}}  {text}")
+    return 0
+
+
+def _shown(value):
+    # As `--set` takes it back.
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (tuple, list)):
+        return "x".join(str(v) for v in value)
+    return str(value)
+
+
 def _sample(args):
     from keras_tpugan.runs.sample import sample_grid
 
@@ -121,4 +179,4 @@ def _sample(args):
 # `--xla` on the command line, as `jit_compile`.
 
 
-COMMANDS = {"train": _train, "sample": _sample}
+COMMANDS = {"train": _train, "settings": _settings, "sample": _sample}

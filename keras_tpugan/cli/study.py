@@ -48,7 +48,8 @@ def add_parsers(command):
         type=int,
         nargs="+",
         default=None,
-        help="the global batch sizes of the study, one run each (or --grid)",
+        help="the global batch sizes of the study, one run each (or --grid); "
+        "in place of train's --batch-size, which the study varies",
     )
     sweep.add_argument(
         "--grid",
@@ -65,12 +66,12 @@ def add_parsers(command):
         default=[0, 1],
         help="with --grid: the seeds of each setting (default: 0 1)",
     )
-    sweep.add_argument("--epochs", type=int, default=None, help="default: the preset's")
     sweep.add_argument(
         "--lr-scaling",
         default="none",
-        help="none (default), linear or sqrt: scale the learning rate with the "
-        "batch (vs the smallest)",
+        help="none, linear or sqrt: scale the learning rate with the batch (vs "
+        "the smallest); none by default here, so that the study varies the "
+        "batch alone (tune's default is linear)",
     )
     sweep.add_argument(
         "--optimizer", default=None, help="adam, lars or lamb (default: the preset's)"
@@ -85,7 +86,7 @@ def add_parsers(command):
         help="score every batch size after the same images and report the steps, "
         "images and seconds to reach this FCD",
     )
-    add_config_arguments(sweep)
+    add_config_arguments(sweep, flags=("epochs", "learning_rate"))
     sweep.add_argument(
         "--out", required=True, help="folder for the runs and results.csv/md/json"
     )
@@ -101,19 +102,22 @@ def add_parsers(command):
         type=int,
         nargs="+",
         required=True,
-        help="the global batch sizes to search",
+        help="the global batch sizes to search (in place of train's --batch-size)",
     )
     tune.add_argument(
         "--learning-rates",
         type=float,
         nargs="+",
         default=None,
-        help="base rates (default: the preset's)",
+        help="base rates to search, scaled by --lr-scaling (in place of "
+        "train's --learning-rate; default: the preset's)",
     )
     tune.add_argument(
         "--lr-scaling",
         default="linear",
-        help="none, linear (default), sqrt or sqrt-adam",
+        help="none, linear, sqrt or sqrt-adam; linear by default here, so that "
+        "the batch sizes searched are compared at rates scaled alike (sweep's "
+        "default is none)",
     )
     tune.add_argument(
         "--base-batch-size",
@@ -141,7 +145,11 @@ def add_parsers(command):
         "or images_per_sec",
     )
     tune.add_argument(
-        "--image-budget", type=int, default=64_000, help="images seen per trial"
+        "--image-budget",
+        type=int,
+        default=64_000,
+        help="images seen per trial (in place of --epochs: every batch size "
+        "sees the same images)",
     )
     tune.add_argument(
         "--evaluations",
@@ -153,8 +161,9 @@ def add_parsers(command):
         "--target-fcd",
         type=float,
         default=50.0,
-        help="the FCD that time_to_fcd and steps_to_fcd count to (default 50, "
-        "set for MNIST's metric classifier: choose one for other data)",
+        help="the FCD that time_to_fcd and steps_to_fcd count to (50 here, "
+        "set for MNIST's metric classifier: choose one for other data; sweep "
+        "has none unless given, as it needs none)",
     )
     tune.add_argument(
         "--max-trials",
@@ -163,7 +172,7 @@ def add_parsers(command):
         help="trials of the grid, random and bayesian tuners (default: as many "
         "as there are combinations; hyperband sets its own)",
     )
-    add_config_arguments(tune)
+    add_config_arguments(tune, flags=())
     tune.add_argument(
         "--out", required=True, help="folder for the trials and results.csv/md/json"
     )
@@ -181,7 +190,6 @@ def _sweep(args):
         )
     config = config_from_args(
         args,
-        epochs=args.epochs,
         optimizer=args.optimizer,
         warmup_epochs=args.warmup_epochs,
         lr_scaling=args.lr_scaling,

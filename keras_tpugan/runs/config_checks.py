@@ -15,7 +15,6 @@ from keras_tpugan import (
 )
 from keras_tpugan.keyed_dropout import check_rate
 from keras_tpugan.runs.config_types import is_type, type_name
-from keras_tpugan.trainers.base import ALL_REDUCE_DTYPES
 
 
 def check_config(config):
@@ -38,7 +37,7 @@ def check_config(config):
         "optimizer": large_batch.OPTIMIZERS,
         "lr_scaling": large_batch.LR_SCALINGS,
         "gradient_penalty": (None, *penalties.PENALTIES),
-        "all_reduce_dtype": ALL_REDUCE_DTYPES,
+        "all_reduce_dtype": precision.ALL_REDUCE_DTYPES,
     }
     for name, allowed in checks.items():
         if getattr(config, name) not in allowed:

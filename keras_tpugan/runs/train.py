@@ -10,13 +10,12 @@ import time
 import keras
 
 from keras_tpugan import callbacks
+from keras_tpugan.runs import run_folder
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.tf_import import tensorflow
 
 __all__ = ["build_gan", "prepare", "train"]
 logger = logging.getLogger("keras_tpugan")
-# Under the run folder: the backup BackupAndRestore writes after every epoch.
-BACKUP = "backup"
 
 
 def train(
@@ -71,9 +70,11 @@ def train(
             `distribute.get_strategy(**config.strategy_options())`).
         verbose: Passed to `fit`.
         extra_callbacks: More callbacks for `fit`.
-        resume: Continue the unfinished run in `workdir` (which must hold a
-            run of the same config). Without it, a `workdir` that holds an
-            unfinished run is refused.
+        resume: Continue the run in `workdir`, which must hold a run of the
+            same settings but for `epochs`: an unfinished one from its
+            backup; a finished one, with more epochs, from its last
+            snapshot. Without it, a `workdir` that holds a run (finished
+            or not) is refused: nothing is overwritten.
         time_budget_seconds: Stop at the end of the epoch in which this much
             training time has passed (`callbacks.TimeBudget`); `resume=True`
             continues the run later.
@@ -92,7 +93,7 @@ def train(
     """
     started = time.perf_counter()
     workdir = os.fspath(workdir)
-    _check_run_folder(config, workdir, resume)
+    warm_start = run_folder.check_run_folder(config, workdir, resume)
     run = prepare(config, strategy)
     info, placement = run.info, run.placement
     chief = placement.chief  # only the chief writes files
@@ -108,7 +109,7 @@ def train(
         with open(os.path.join(workdir, "config.json"), "w") as f:
             json.dump(config.to_dict(), f, indent=2)
     gan = run.build_gan()
-    backup_dir = os.path.join(workdir, BACKUP)
+    backup_dir = os.path.join(workdir, run_folder.BACKUP)
     if processes > 1:  # one backup per process: each restores its own
         backup_dir = os.path.join(backup_dir, f"process_{placement.process_index}")
     backup = keras.callbacks.BackupAndRestore(
@@ -164,12 +165,25 @@ def train(
             )
         scoring = [quality]
     fit_started = time.perf_counter()
+    initial_epoch, extend = 0, []
+    if warm_start:  # a finished run, trained on
+        snapshot, initial_epoch = warm_start
+        extend = [run_folder.WarmStart(snapshot)]
+        logger.warning(
+            "training the finished run in %r on from epoch %d (%s) to %d.",
+            workdir,
+            initial_epoch,
+            os.path.basename(snapshot),
+            config.epochs,
+        )
     history = gan.fit(
         run.dataset,
         epochs=config.epochs,
+        initial_epoch=initial_epoch,
         verbose=verbose,
         validation_data=run.validation,
         callbacks=[
+            *extend,
             backup,
             speed,
             *scoring,
@@ -191,7 +205,7 @@ def train(
     if not stopped_by_budget:  # finished: nothing left to resume
         shutil.rmtree(backup_dir, ignore_errors=True)
         if chief:
-            shutil.rmtree(os.path.join(workdir, BACKUP), ignore_errors=True)
+            shutil.rmtree(os.path.join(workdir, run_folder.BACKUP), ignore_errors=True)
     if chief:
         generator = gan.ema_generator or gan.generator
         generator.save(os.path.join(workdir, "generator.keras"))
@@ -236,50 +250,6 @@ def train(
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
-
-
-def _check_run_folder(config, workdir, resume):
-    """Refuses to overwrite an unfinished run, or to resume a missing one."""
-    backup = os.path.join(workdir, BACKUP)
-    saved = os.path.join(workdir, "config.json")
-    if not resume:
-        if os.path.isdir(backup):
-            raise ValueError(
-                f"Expected a new run folder. Received: {workdir!r}, which "
-                "holds an unfinished run (its backup). Add --resume "
-                "(resume=True) to continue it, or train into another folder."
-            )
-        return
-    if not os.path.isfile(saved):
-        raise ValueError(
-            f"Expected a run folder to resume (one holding config.json). "
-            f"Received: {workdir!r}, which holds no run. Start the run "
-            "without --resume."
-        )
-    with open(saved) as f:
-        previous = json.load(f)
-    # A setting added since the run started took its default then.
-    defaults = json.loads(json.dumps(type(config)().to_dict()))
-    previous = {**defaults, **previous}
-    current = json.loads(json.dumps(config.to_dict()))
-    differ = sorted(
-        k for k in {*previous, *current} if previous.get(k) != current.get(k)
-    )
-    if differ:
-        changes = ", ".join(
-            f"{k}={previous.get(k)!r} -> {current.get(k)!r}" for k in differ
-        )
-        raise ValueError(
-            f"Expected the settings of the run in {workdir!r} to resume it. "
-            f"Received: other settings ({changes}). Resume with the command "
-            "that started it, or train into another folder."
-        )
-    if not os.path.isdir(backup):
-        raise ValueError(
-            f"Expected an unfinished run to resume. Received: {workdir!r}, "
-            "whose run has no backup (it finished, or was stopped before its "
-            "first epoch ended). Start a new run, or train into another folder."
-        )
 
 
 class _Snapshots(keras.callbacks.Callback):

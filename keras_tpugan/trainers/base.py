@@ -62,9 +62,6 @@ from keras_tpugan.losses import flat_logits
 D_LOGGED = ("d_loss", "d_real", "d_fake", "penalty")
 # How the networks step: D then G, or both from one generator forward.
 UPDATES = ("alternating", "simultaneous")
-# The types the gradients may cross the replicas in (`GAN.compile`'s
-# `all_reduce_dtype`): bfloat16 halves the bytes.
-ALL_REDUCE_DTYPES = ("float32", "bfloat16")
 # The discriminator's calls in a step, keying their dropout masks apart.
 REAL, FAKE, INTERPOLATED = 0, 1, 2
 G_LOGGED = ("g_loss",)

@@ -1,0 +1,120 @@
+"""What a run folder may hold: the checks before a run, and the warm start
+that trains a finished run on to more epochs."""
+
+import json
+import os
+
+import keras
+
+# Under the run folder: the backup `keras.callbacks.BackupAndRestore` writes
+# after every epoch.
+BACKUP = "backup"
+
+
+def check_run_folder(config, workdir, resume):
+    """Refuses what would overwrite or mix runs.
+
+    Args:
+        config: The run's `TrainConfig`.
+        workdir: The run folder.
+        resume: Whether the run is to be continued.
+
+    Returns:
+        `(snapshot, epochs)` when `resume` trains a finished run on to more
+        epochs (from its last snapshot, after `epochs`), else None.
+    """
+    backup = os.path.join(workdir, BACKUP)
+    saved = os.path.join(workdir, "config.json")
+    finished = epochs_finished(workdir)
+    if not resume:
+        if os.path.isdir(backup):
+            raise ValueError(
+                f"Expected a new run folder. Received: {workdir!r}, which "
+                "holds an unfinished run (its backup). Add --resume "
+                "(resume=True) to continue it, or train into another folder."
+            )
+        if finished is not None:
+            raise ValueError(
+                f"Expected a new run folder. Received: {workdir!r}, which "
+                f"holds a finished run of {finished} epochs. Add --resume "
+                "(resume=True) with more --epochs to train it on, or train "
+                "into another folder."
+            )
+        return None
+    if not os.path.isfile(saved):
+        raise ValueError(
+            f"Expected a run folder to resume (one holding config.json). "
+            f"Received: {workdir!r}, which holds no run. Start the run "
+            "without --resume."
+        )
+    with open(saved) as f:
+        previous = json.load(f)
+    # A setting added since the run started took its default then.
+    defaults = json.loads(json.dumps(type(config)().to_dict()))
+    previous = {**defaults, **previous}
+    current = json.loads(json.dumps(config.to_dict()))
+    differ = sorted(
+        k
+        for k in {*previous, *current}
+        # More epochs train the run on.
+        if previous.get(k) != current.get(k) and k != "epochs"
+    )
+    if differ:
+        changes = ", ".join(
+            f"{k}={previous.get(k)!r} -> {current.get(k)!r}" for k in differ
+        )
+        raise ValueError(
+            f"Expected the settings of the run in {workdir!r} to resume it "
+            f"(epochs may grow). Received: other settings ({changes}). Resume "
+            "with the command that started it, or train into another folder."
+        )
+    if os.path.isdir(backup):
+        return None  # `BackupAndRestore` continues from its last epoch
+    if finished is None:
+        raise ValueError(
+            f"Expected an unfinished run to resume. Received: {workdir!r}, "
+            "whose run has no backup (it was stopped before its first epoch "
+            "ended). Start a new run, or train into another folder."
+        )
+    if config.epochs <= finished:
+        raise ValueError(
+            f"Expected more epochs than the {finished} of the finished run in "
+            f"{workdir!r}, to train it on. Received: epochs={config.epochs}. "
+            "Raise --epochs (epochs=...), or train into another folder."
+        )
+    snapshot = os.path.join(workdir, "snapshots", f"gan_epoch_{finished:04d}.keras")
+    if not os.path.isfile(snapshot):
+        raise ValueError(
+            f"Expected the finished run's last snapshot, {snapshot!r}, to train "
+            "it on. Received: no such file. Train into another folder."
+        )
+    return snapshot, finished
+
+
+def epochs_finished(workdir):
+    """The epochs of the finished run in `workdir` (from its `summary.json`),
+    or None when it holds no finished run."""
+    try:
+        with open(os.path.join(workdir, "summary.json")) as f:
+            return json.load(f)["epochs_completed"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+class WarmStart(keras.callbacks.Callback):
+    """Loads a finished run's last snapshot when training begins.
+
+    Both networks, both optimizers, the EMA generator and the step counter
+    that keys the latents come back, as `BackupAndRestore` brings back its
+    backup (and at the same point: `fit` has built the optimizers by then).
+
+    Args:
+        snapshot: A `.keras` file of the whole GAN.
+    """
+
+    def __init__(self, snapshot):
+        super().__init__()
+        self.snapshot = snapshot
+
+    def on_train_begin(self, logs=None):
+        self.model.load_weights(self.snapshot)
