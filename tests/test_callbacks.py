@@ -233,7 +233,10 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
         np.testing.assert_array_equal(a, b)
     with open(tmp_path / "history.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [float(r["fcd"]) for r in rows] == pytest.approx(fcd)
+    # history.csv leaves the unscored epochs' scores blank (no `inf`).
+    assert [r["fcd"] for r in rows][0::2] == ["", ""]
+    assert [float(r["fcd"]) for r in rows[1::2]] == pytest.approx(fcd[1::2])
+    assert "inf" not in (tmp_path / "history.csv").read_text()
 
 
 def _rgb_gan():
@@ -455,3 +458,25 @@ def test_the_progress_bar_leaves_out_unscored_epochs_scores(classifier_dir, caps
     # The logs keep the worst value, for EarlyStopping and ModelCheckpoint.
     assert history.history["fcd"][0] == np.inf
     assert np.isfinite(history.history["fcd"][1])
+
+
+@pytest.mark.tensorflow_only  # TensorBoard's writer needs TensorFlow
+def test_the_runs_tensorboard_leaves_out_unscored_epochs_scores(tmp_path):
+    import tensorflow as tf
+
+    from keras_tpugan.runs.train import _ScoredTensorBoard
+
+    board = _ScoredTensorBoard(str(tmp_path), write_graph=False, profile_batch=0)
+    board.set_model(tiny_gan())
+    board.on_train_begin()
+    board.on_epoch_end(0, {"d_loss": 1.0, "fcd": np.inf, "recall": -np.inf})
+    board.on_epoch_end(1, {"d_loss": 0.5, "fcd": 3.0, "recall": 0.5})
+    board.on_train_end()
+    tags = {}
+    for path in (tmp_path / "train").glob("*tfevents*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                tags.setdefault(event.step, set()).add(value.tag)
+    # (Keras adds the optimizers' learning rates to each epoch.)
+    assert "epoch_d_loss" in tags[0] and not {"epoch_fcd", "epoch_recall"} & tags[0]
+    assert {"epoch_d_loss", "epoch_fcd", "epoch_recall"} <= tags[1]

@@ -20,7 +20,8 @@ class LossCurves(GANCallback):
     """Writes `history.csv` and a `loss_curves.png` refreshed every epoch.
 
     `history.csv` holds every logged value per epoch, one row per epoch,
-    appended to across resumed runs. The figure plots the discriminator and
+    appended to across resumed runs; the scores of an epoch `QualityMetrics`
+    did not score are blank. The figure plots the discriminator and
     generator losses per step (faint), smoothed (exponential moving
     average, bold) and per epoch (dots), and the mean discriminator outputs
     on real and generated images. With `validation_data` it adds the
@@ -106,7 +107,9 @@ class LossCurves(GANCallback):
         if os.path.exists(path) and os.path.getsize(path) > 0:
             with open(path, newline="") as f:
                 header = next(csv.reader(f))
-        row = {**logs, "epoch": epoch + 1}
+        # An unscored epoch's scores (the worst value, `inf`) are blank.
+        row = {k: "" if _unscored(v) else v for k, v in logs.items()}
+        row["epoch"] = epoch + 1
         new = sorted(k for k in row if k not in (header or ["epoch"]))
         if header and not new:  # the usual epoch: one line appended
             with open(path, "a", newline="") as f:
@@ -202,6 +205,11 @@ class LossCurves(GANCallback):
             if ax.get_legend_handles_labels()[0]:
                 ax.legend()
         return fig
+
+
+def _unscored(value):
+    """Whether a logged value is an unscored epoch's `inf` or `-inf`."""
+    return np.ndim(value) == 0 and bool(np.isinf(value))
 
 
 def _scored(logs):

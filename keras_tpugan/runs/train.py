@@ -8,6 +8,7 @@ import tempfile
 import time
 
 import keras
+import numpy as np
 
 from keras_tpugan import callbacks
 from keras_tpugan.runs import run_folder
@@ -123,7 +124,7 @@ def train(
     files = []
     if chief and _tensorboard_available():
         files = [
-            keras.callbacks.TensorBoard(
+            _ScoredTensorBoard(
                 os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
             )
         ]
@@ -250,6 +251,19 @@ def train(
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
     return summary
+
+
+class _ScoredTensorBoard(keras.callbacks.TensorBoard):
+    """Keras's TensorBoard, without the scores of unscored epochs (logged
+    as `inf` or `-inf` for Keras's monitors: a point off every chart)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = {
+            k: v
+            for k, v in (logs or {}).items()
+            if not (np.ndim(v) == 0 and np.isinf(v))
+        }
+        super().on_epoch_end(epoch, logs)
 
 
 class _Snapshots(keras.callbacks.Callback):
