@@ -3,8 +3,8 @@
 `GAN(...)` checks the networks once, before any step (`check_networks`:
 their inputs, logits from the discriminator), and its settings (the EMA,
 the update scheme, `jit_compile`); `TrainConfig` calls the same checkers.
-What `fit` and `generate` check of the data (class labels, the range of
-the real images) is in `fit_input`.
+`compile` and `fit` check a subclass (its `metrics`, step, optimizers).
+What `fit` and `generate` check of the data is in `fit_input`.
 
 The final activation of a network is found through nested `Sequential`
 and functional models and activation layers (`final_activation`): the
@@ -269,9 +269,8 @@ def has_default_name(optimizer):
     """Whether `optimizer` was left unnamed.
 
     Its name is then the one Keras gives a new optimizer of its class, but
-    for the counter Keras appends ("adam", "adam_3"). Keras is asked for
-    that name (the class made again from its config, without the name)
-    rather than its rule copied.
+    for the counter Keras appends ("adam", "adam_3"), which Keras is asked
+    for (the class made again from its config, without the name).
     """
     config = dict(optimizer.get_config())
     config.pop("name", None)
@@ -373,18 +372,15 @@ def _defined_inputs(name, model, first_layer):
 
 
 def check_unused_optimizers(gan):
-    """Refuses optimizers set on the GAN that its step would never apply.
-
-    keras-io's `compile(d_optimizer, g_optimizer, loss_fn)` keeps its
-    optimizers as `self.d_optimizer` and `self.g_optimizer`; under
-    `GAN.compile`, which they were not passed to, the GAN would train with
-    its default ones instead, without a word.
+    """Refuses optimizers set on the GAN that its step never applies (as
+    keras-io's `compile(d_optimizer, g_optimizer, loss_fn)` sets them).
 
     Args:
         gan: A compiled `keras_tpugan.GAN` (or a subclass).
     """
-    used = {id(gan.generator_optimizer), id(gan.discriminator_optimizer)}
-    used |= {id(gan.optimizer)}
+    given = (gan.optimizer, gan.generator_optimizer, gan.discriminator_optimizer)
+    # (With the inner optimizers of `LossScaleOptimizer`s, as given.)
+    used = {id(o) for g in given for o in (g, getattr(g, "inner_optimizer", g))}
     unused = sorted(
         name
         for name, value in vars(gan).items()

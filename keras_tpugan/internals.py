@@ -1,5 +1,9 @@
 """Every use of a Keras or TensorFlow internal, in one place.
 
+(An optimizer's `_get_variable_index` is not one: `keras.Optimizer`'s own
+documentation shows subclasses finding a variable's slots with it, as
+`LARS` does.)
+
 Each entry below has no public route in the versions it was checked on
 (Keras 3.15.1, TensorFlow 2.21.0), says why it is needed, and has a test in
 `tests/test_internals.py` that fails with the entry's name when the internal
@@ -14,14 +18,11 @@ changes, so an upgrade breaks loudly here rather than quietly elsewhere.
 3. `TensorFlowTrainerHooks._make_function`: the same trainer all-reduces
    every logged value of every step across processes (one collective each);
    the GAN's values are all-reduced already.
-4. `variable_index`: where an optimizer keeps a variable's slots (`LARS`'s
-   velocity), the lookup Keras's own optimizers use, which also knows the
-   backend's variable that TensorFlow's distributed update passes.
-5. `configure_multi_worker_start`: TensorFlow's coordination service and a
+4. `configure_multi_worker_start`: TensorFlow's coordination service and a
    class attribute of its collective strategy, to bound how long a
    multi-worker strategy waits for its peers at the start.
-6. `wait_at_barrier`: the same service's barrier, at exit.
-7. `extend_iter_in_place` and `held_by_list_only`: a distributed dataset's
+5. `wait_at_barrier`: the same service's barrier, at exit.
+6. `extend_iter_in_place` and `held_by_list_only`: a distributed dataset's
    class extended in place (Keras knows a distributed dataset by its
    TensorFlow class, which the strategy makes) so that its iterators are
    kept, and when an iterator is held by nothing else (its reference count:
@@ -94,22 +95,7 @@ class TensorFlowTrainerHooks:
         return one_step_on_iterator
 
 
-# 4. An optimizer's slot of a variable --------------------------------------
-
-
-def variable_index(optimizer, variable):
-    """The index of `variable` in the lists of slots `optimizer` built.
-
-    Keras's optimizers find a variable's slots with their protected
-    `_get_variable_index`, which also maps the backend's variable that
-    TensorFlow's distributed update passes to `update_step` (a
-    `tf.Variable`, without the Keras variable's path) to its Keras one. No
-    public method does.
-    """
-    return optimizer._get_variable_index(variable)
-
-
-# 5.-6. TensorFlow's coordination service -----------------------------------
+# 4.-5. TensorFlow's coordination service -----------------------------------
 
 
 def configure_multi_worker_start(
@@ -185,7 +171,7 @@ def wait_at_barrier(name, seconds):
     context.context().wait_at_barrier(name, int(seconds * 1000))
 
 
-# 7. A distributed dataset's iterators, kept ---------------------------------
+# 6. A distributed dataset's iterators, kept ---------------------------------
 
 
 def extend_iter_in_place(distributed, keep):

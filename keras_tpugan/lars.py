@@ -3,8 +3,6 @@
 import keras
 from keras import ops
 
-from keras_tpugan import internals
-
 
 @keras.saving.register_keras_serializable(package="keras_tpugan")
 class LARS(keras.optimizers.Optimizer):
@@ -91,7 +89,10 @@ class LARS(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
-        index = internals.variable_index(self, variable)
+        # The slot lookup `keras.Optimizer`'s documentation gives subclasses
+        # (it also maps the backend variable TensorFlow's distributed update
+        # passes, which has no path, to its Keras variable).
+        index = self._get_variable_index(variable)
         velocity = self.velocities[index]
         if self._adapt[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))

@@ -6,8 +6,6 @@ import inspect
 import pathlib
 import re
 
-import keras
-import numpy as np
 import pytest
 
 import keras_tpugan as ktg
@@ -22,7 +20,7 @@ PACKAGE = pathlib.Path(ktg.__file__).parent
 # attributes of Keras's or TensorFlow's objects the package has used.
 PRIVATE = re.compile(
     r"^\s*(from|import)\s+(keras\.src|tensorflow\.python|tensorflow\.compiler)"
-    r"|\._(get_variable_index|flatten_layers|maybe_symbolic_build|make_function"
+    r"|\._(flatten_layers|maybe_symbolic_build|make_function"
     r"|inner_optimizers|check_health_initial_timeout|use_cached_eval_dataset)\b"
     r"|context\(\)\.(wait_at_barrier|configure_coordination_service)\("
     r"|\.__class__\s*=|getrefcount\("
@@ -47,7 +45,7 @@ def test_internals_are_used_in_internals_py_only():
     assert found == set()
     # And internals.py does use each of them.
     own = "\n".join(_code_lines(PACKAGE / "internals.py"))
-    for name in ("keras.src", "_get_variable_index", "_maybe_symbolic_build"):
+    for name in ("keras.src", "_maybe_symbolic_build", "_make_function"):
         assert name in own
 
 
@@ -87,15 +85,8 @@ def test_2_3_the_tensorflow_trainer_has_the_hooked_methods():
     )
 
 
-def test_4_an_optimizer_finds_a_variables_slot_by_its_index():
-    variables = [keras.Variable(np.zeros((2,)), name=n) for n in ("a", "b", "c")]
-    optimizer = keras.optimizers.SGD()
-    optimizer.build(variables)
-    assert [internals.variable_index(optimizer, v) for v in variables] == [0, 1, 2]
-
-
 @pytest.mark.tensorflow_only
-def test_5_6_tensorflows_coordination_service_entries_exist():
+def test_4_5_tensorflows_coordination_service_entries_exist():
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.distribute import (
         collective_all_reduce_strategy,
@@ -105,7 +96,7 @@ def test_5_6_tensorflows_coordination_service_entries_exist():
 
     extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
     assert isinstance(extended._check_health_initial_timeout, int | float), (
-        "internals 5: CollectiveAllReduceExtended._check_health_initial_timeout"
+        "internals 4: CollectiveAllReduceExtended._check_health_initial_timeout"
     )
     configure = inspect.signature(context.Context.configure_coordination_service)
     for name in (
@@ -115,16 +106,16 @@ def test_5_6_tensorflows_coordination_service_entries_exist():
         "cluster_register_timeout_in_ms",
         "heartbeat_timeout_in_ms",
     ):
-        assert name in configure.parameters, f"internals 5: {name}"
+        assert name in configure.parameters, f"internals 4: {name}"
     assert callable(multi_worker_util.coordination_leader)
     assert coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)
     barrier = inspect.signature(context.Context.wait_at_barrier)
     assert list(barrier.parameters)[1:] == ["barrier_id", "timeout_in_ms"], (
-        "internals 6: Context.wait_at_barrier changed"
+        "internals 5: Context.wait_at_barrier changed"
     )
 
 
-def test_7_a_list_of_iterators_knows_which_nobody_else_holds():
+def test_6_a_list_of_iterators_knows_which_nobody_else_holds():
     class Iterator:
         pass
 
