@@ -155,9 +155,7 @@ def test_from_preset_trains_as_the_command_lines_preset(preset, image_shape):
     trains: the same networks, optimizers and average, the same steps."""
     from keras_tpugan import GAN
 
-    config = dataclasses.replace(
-        TrainConfig.preset(preset), precision="float32", jit_compile=False
-    )
+    config = dataclasses.replace(TrainConfig.preset(preset), precision="float32")
     keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(3)
     ours = GAN.from_preset(preset, image_shape)
