@@ -1,0 +1,194 @@
+"""How much of a run's wall time goes to side work, and to which kind.
+
+Usage:
+    python benchmarks/side_work.py
+    python benchmarks/side_work.py --rows demo-w16 fast
+    python benchmarks/side_work.py --rows demo --demo-epochs 250
+
+Runs `keras_tpugan.runs.train.train` once per row, in this process, with
+each kind of side work timed where it runs (`fit` calls it between steps,
+on the training thread): validation (`fit`'s evaluation of the held-out
+split), the backup (`BackupAndRestore`), the snapshots, the sample grid,
+the curves (`LossCurves`: `history.csv` and the figures), TensorBoard and
+the quality scores. The steps are the time from each epoch's first batch
+to its last; the first epoch (which compiles) is left out of every figure.
+It prints, per row, the seconds of steps, of each kind of side work (per
+call and in all) and their share of the wall time, and the side work as a
+fraction of the steps (`+105%`: the run took twice its steps' time).
+
+Rows (the presets of `keras-tpugan train`, with these settings):
+    demo-w16: the demo's schedule at width 16, 10 epochs (a fast step).
+    smoke-w16: the smoke preset at width 16, 8 epochs, no quality scores.
+    demo: `make demo` (width 64); `--demo-epochs` epochs (default 25 of
+        its 250, the same per-epoch work).
+    fast: a model small enough to stand in for a fast device (width 8,
+        8 latents, batch 256: an epoch of steps of about 0.2 s on a 2-core
+        CPU), the demo's side work, 10 epochs.
+"""
+
+import argparse
+import collections
+import contextlib
+import os
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+
+from keras_tpugan import callbacks  # noqa: E402
+from keras_tpugan.runs import train as train_module  # noqa: E402
+from keras_tpugan.runs.config import TrainConfig  # noqa: E402
+
+# Each kind of side work: the callback classes whose epoch-end (and
+# train-end) work it is.
+KINDS = {
+    "backup": (keras.callbacks.BackupAndRestore,),
+    "snapshot": (train_module._Snapshots,),
+    "grid": (callbacks.SampleGrid,),
+    "curves": (callbacks.LossCurves,),
+    "tensorboard": (keras.callbacks.TensorBoard,),
+    "quality": (callbacks.QualityMetrics,),
+}
+HOOKS = ("on_epoch_end", "on_train_end")
+
+
+def rows(demo_epochs):
+    """The rows: name -> (preset, settings)."""
+    return {
+        "demo-w16": ("demo", {"epochs": 10, "width": 16}),
+        "smoke-w16": ("smoke", {"epochs": 8, "width": 16, "quality_every": 0}),
+        "demo": ("demo", {"epochs": demo_epochs}),
+        "fast": (
+            "demo",
+            {"epochs": 10, "width": 8, "latent_dim": 8, "batch_size": 256},
+        ),
+    }
+
+
+class _Clock(keras.callbacks.Callback):
+    """Times the steps of each epoch and `fit`'s validation."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch, self.started = epoch, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.last = time.perf_counter()
+
+    def on_test_begin(self, logs=None):
+        self.test_started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        if self.epoch > 0:
+            self.seconds["validation"].append(time.perf_counter() - self.test_started)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch > 0:
+            self.seconds["steps"].append(self.last - self.started)
+
+
+@contextlib.contextmanager
+def _timed(seconds, clock):
+    """Times every hook of `KINDS` (after the first epoch)."""
+    saved = []
+    for kind, classes in KINDS.items():
+        for cls in classes:
+            for hook in HOOKS:
+                original = cls.__dict__.get(hook)
+                if original is None:
+                    continue
+
+                def timed(self, *args, _original=original, _kind=kind, **kwargs):
+                    started = time.perf_counter()
+                    try:
+                        return _original(self, *args, **kwargs)
+                    finally:
+                        if clock.epoch > 0:
+                            seconds[_kind].append(time.perf_counter() - started)
+
+                saved.append((cls, hook, original))
+                setattr(cls, hook, timed)
+    try:
+        yield
+    finally:
+        for cls, hook, original in saved:
+            setattr(cls, hook, original)
+
+
+def measure(preset, settings):
+    """Trains one row; returns its wall seconds (after the first epoch) and
+    the seconds of each kind of side work, per call."""
+    config = TrainConfig.preset(preset, **settings)
+    seconds = collections.defaultdict(list)
+    clock = _Clock(seconds)
+    second_epoch = []
+
+    class SecondEpoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                second_epoch.append(time.perf_counter())
+
+    with tempfile.TemporaryDirectory() as workdir, _timed(seconds, clock):
+        train_module.train(
+            config,
+            os.path.join(workdir, "run"),
+            verbose=0,
+            extra_callbacks=[clock, SecondEpoch()],
+        )
+        wall = time.perf_counter() - second_epoch[0]
+    return wall, seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    table = rows(25)
+    parser.add_argument("--rows", nargs="+", choices=list(table), default=list(table))
+    parser.add_argument("--demo-epochs", type=int, default=25)
+    args = parser.parse_args(argv)
+    table = rows(args.demo_epochs)
+    kinds = ["validation", *KINDS]
+    results = {}
+    for name in args.rows:
+        preset, settings = table[name]
+        wall, seconds = measure(preset, settings)
+        results[name] = (wall, seconds)
+        steps = sum(seconds["steps"])
+        side = sum(sum(seconds[k]) for k in kinds)
+        print(
+            f"{name}: wall {wall:.1f} s after the first epoch, steps {steps:.1f} s, "
+            f"side work {side:.1f} s ({side / wall:.0%} of the wall time; "
+            f"+{(wall - steps) / steps:.0%} over the steps)"
+        )
+        for kind in kinds:
+            calls = seconds[kind]
+            if calls:
+                print(
+                    f"  {kind:<12} {len(calls):>4} calls  "
+                    f"{sum(calls) / len(calls) * 1e3:8.1f} ms each  "
+                    f"{sum(calls):7.2f} s  {sum(calls) / wall:6.1%} of the wall time"
+                )
+    print()
+    print("| row | wall s | steps s | side work s | side share | over the steps |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, (wall, seconds) in results.items():
+        steps = sum(seconds["steps"])
+        side = sum(sum(seconds[k]) for k in kinds)
+        print(
+            f"| {name} | {wall:.1f} | {steps:.1f} | {side:.1f} | {side / wall:.0%} "
+            f"| +{(wall - steps) / steps:.0%} |"
+        )
+    return results
+
+
+if __name__ == "__main__":
+    main()
