@@ -13,8 +13,13 @@ the curves (`LossCurves`: `history.csv` and the figures), TensorBoard and
 the quality scores. The steps are the time from each epoch's first batch
 to its last; the first epoch (which compiles) is left out of every figure.
 It prints, per row, the seconds of steps, of each kind of side work (per
-call and in all) and their share of the wall time, and the side work as a
-fraction of the steps (`+105%`: the run took twice its steps' time).
+call and in all) and their share of the wall time, the time between one
+epoch's last callback and the next one's first step ("between epochs":
+Keras's new epoch, the data's), the end of the run (after the last
+epoch's callbacks: `on_train_end`, the generator and summary written),
+the rest ("other": the other callbacks), and the wall time over the
+steps' (`+105%`: the run took twice its steps' time). The end of the run
+holds the train-end work of the kinds above as well.
 
 Rows (the presets of `keras-tpugan train`, with these settings):
     demo-w16: the demo's schedule at width 16, 10 epochs (a fast step).
@@ -40,12 +45,13 @@ import keras  # noqa: E402
 from keras_tpugan import callbacks  # noqa: E402
 from keras_tpugan.runs import train as train_module  # noqa: E402
 from keras_tpugan.runs.config import TrainConfig  # noqa: E402
+from keras_tpugan.runs.snapshots import Snapshots  # noqa: E402
 
 # Each kind of side work: the callback classes whose epoch-end (and
 # train-end) work it is.
 KINDS = {
     "backup": (keras.callbacks.BackupAndRestore,),
-    "snapshot": (train_module._Snapshots,),
+    "snapshot": (Snapshots,),
     "grid": (callbacks.SampleGrid,),
     "curves": (callbacks.LossCurves,),
     "tensorboard": (keras.callbacks.TensorBoard,),
@@ -81,6 +87,8 @@ class _Clock(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         if self.started is None:
             self.started = time.perf_counter()
+            if self.epoch > 1:  # since the last callback of the epoch before
+                self.seconds["between epochs"].append(self.started - self.ended)
 
     def on_train_batch_end(self, batch, logs=None):
         self.last = time.perf_counter()
@@ -95,6 +103,7 @@ class _Clock(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if epoch > 0:
             self.seconds["steps"].append(self.last - self.started)
+        self.ended = time.perf_counter()  # the last callback: the epoch's end
 
 
 @contextlib.contextmanager
@@ -145,7 +154,9 @@ def measure(preset, settings):
             verbose=0,
             extra_callbacks=[clock, SecondEpoch()],
         )
-        wall = time.perf_counter() - second_epoch[0]
+        done = time.perf_counter()
+        wall = done - second_epoch[0]
+        seconds["end of run"].append(done - clock.ended)
     return wall, seconds
 
 
@@ -177,6 +188,15 @@ def main(argv=None):
                     f"{sum(calls) / len(calls) * 1e3:8.1f} ms each  "
                     f"{sum(calls):7.2f} s  {sum(calls) / wall:6.1%} of the wall time"
                 )
+        between = sum(seconds["between epochs"])
+        end = seconds["end of run"][0]
+        other = wall - steps - side - between - end
+        for name, value in (
+            ("between epochs", between),
+            ("end of run", end),
+            ("other", other),
+        ):
+            print(f"  {name:<14} {value:32.2f} s  {value / wall:6.1%} of the wall time")
     print()
     print("| row | wall s | steps s | side work s | side share | over the steps |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -19,8 +19,8 @@
 # behind `keras-tpugan train`: a folder of photos (flat or one subfolder per class,
 # uploaded as a zip or on Google Drive) or a TFDS dataset (`cifar10`, `celeb_a`, ...),
 # brought to `IMAGE_SIZE` squares (centre crop, then resize). Everything lands in `OUT`:
-# sample grids per epoch, learning curves, snapshots of the whole GAN and a backup after
-# every epoch. In Colab `OUT` is on Drive by default, so a session that ends can be
+# sample grids per epoch, learning curves, snapshots of the whole GAN and a backup every
+# 5 minutes of training (at an epoch's end). In Colab `OUT` is on Drive by default, so a session that ends can be
 # continued: run the notebook again and it resumes from the last completed epoch, with the
 # weights an uninterrupted run would have. Raising `EPOCHS` trains a finished run on; a
 # finished run is never overwritten.

@@ -464,9 +464,9 @@ def test_the_progress_bar_leaves_out_unscored_epochs_scores(classifier_dir, caps
 def test_the_runs_tensorboard_leaves_out_unscored_epochs_scores(tmp_path):
     import tensorflow as tf
 
-    from keras_tpugan.runs.train import _ScoredTensorBoard
+    from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 
-    board = _ScoredTensorBoard(str(tmp_path), write_graph=False, profile_batch=0)
+    board = ScoredTensorBoard(str(tmp_path), write_graph=False, profile_batch=0)
     board.set_model(tiny_gan())
     board.on_train_begin()
     board.on_epoch_end(0, {"d_loss": 1.0, "fcd": np.inf, "recall": -np.inf})

@@ -705,6 +705,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     killed after its second epoch, one resuming it), two at a time."""
     command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
     command += ["--set", "epochs=4", "--snapshot-every", "0"]
+    command += ["--set", "backup_minutes=0"]  # a backup every epoch, to kill after
     env = subprocess_env(TF_CPP_MIN_LOG_LEVEL="3")  # one device each, as a user's
 
     def start(out, *extra):

@@ -2,6 +2,7 @@
 
 import csv
 import os
+import time
 import uuid
 
 import numpy as np
@@ -17,7 +18,7 @@ QUALITY_PANELS = (
 
 
 class LossCurves(GANCallback):
-    """Writes `history.csv` and a `loss_curves.png` refreshed every epoch.
+    """Writes `history.csv` every epoch and a `loss_curves.png` kept fresh.
 
     `history.csv` holds every logged value per epoch, one row per epoch,
     appended to across resumed runs; the scores of an epoch `QualityMetrics`
@@ -38,6 +39,11 @@ class LossCurves(GANCallback):
         smoothing: Weight of the moving average of the per-step curves
             (0 plots them raw; 0.9 smooths strongly).
         show: Show the figure inline in notebooks.
+        every_seconds: Redraw `loss_curves.png` at the end of an epoch only
+            when this many seconds have passed since it was last drawn (it
+            is drawn after the first epoch and at the end of training), so
+            that drawing it takes a small share of a run whose epochs are
+            short; 0: every epoch.
 
     Example:
 
@@ -46,14 +52,20 @@ class LossCurves(GANCallback):
     ```
     """
 
-    def __init__(self, directory, smoothing=0.9, show=True):
+    def __init__(self, directory, smoothing=0.9, show=True, every_seconds=10.0):
         super().__init__(directory)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(
                 f"Expected `smoothing` in [0, 1). Received: smoothing={smoothing}."
             )
+        if every_seconds < 0:
+            raise ValueError(
+                "Expected `every_seconds` >= 0 (0: every epoch). Received: "
+                f"every_seconds={every_seconds}."
+            )
         self.smoothing = smoothing
         self.show = show
+        self.every_seconds = every_seconds
         self._display_id = f"loss-curves-{uuid.uuid4().hex}"
 
     def on_train_begin(self, logs=None):
@@ -65,6 +77,8 @@ class LossCurves(GANCallback):
         self.epoch_numbers = {}
         self._first_epoch = None  # of this fit, 0-based
         self._running = {}
+        self._drawn_at = None  # `time.monotonic()` of the last drawing
+        self._undrawn = False
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._first_epoch is None:
@@ -90,12 +104,24 @@ class LossCurves(GANCallback):
         if not self.chief:
             return
         self._write_csv(epoch, logs or {})
+        now = time.monotonic()
+        if self._drawn_at is None or now - self._drawn_at >= self.every_seconds:
+            self._draw()
+        else:
+            self._undrawn = True
+        if _scored(logs or {}):  # redrawn only when a new score came
+            self.quality_figure().savefig(self.path("quality.png"), dpi=100)
+
+    def on_train_end(self, logs=None):
+        if self.chief and self._undrawn:
+            self._draw()
+
+    def _draw(self):
         path = self.path("loss_curves.png")
         self.figure().savefig(path, dpi=100)
         if self.show:
             show_inline(path, self._display_id)
-        if _scored(logs or {}):  # redrawn only when a new score came
-            self.quality_figure().savefig(self.path("quality.png"), dpi=100)
+        self._drawn_at, self._undrawn = time.monotonic(), False
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger fixes its columns at the first epoch,

@@ -148,6 +148,15 @@ class TrainConfig:
     num_samples: int = 64
     sample_every: int = 1
     snapshot_every: int = 10
+    # Side work on the clock and by images seen, not every epoch: the backup
+    # that `--resume` continues from at the first epoch end N minutes after
+    # the last one (and when a run stops early; 0: every epoch), the held-out
+    # split validated every N images seen (rounded to whole epochs; None:
+    # every epoch), and the curves' figures redrawn at most every N seconds
+    # (and at the end; 0: every epoch).
+    backup_minutes: float = 5.0
+    validation_every_images: int | None = 20_000
+    curves_every_seconds: float = 10.0
     # Quality metrics (FCD, classifier score, KID, precision, recall) every
     # N epochs (0: off), on this many generated images: MNIST against the
     # shipped classifier, other labelled data against one of its classes.

@@ -4,15 +4,16 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 
 import keras
-import numpy as np
 
 from keras_tpugan import callbacks
 from keras_tpugan.runs import run_folder
 from keras_tpugan.runs.prepared_run import build_gan, prepare
+from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
+from keras_tpugan.runs.snapshots import Snapshots
+from keras_tpugan.runs.timed_backup import TimedBackup
 from keras_tpugan.tf_import import tensorflow
 
 __all__ = ["build_gan", "prepare", "train"]
@@ -30,8 +31,9 @@ def train(
 ):
     """Trains a GAN as `config` says and writes everything under `workdir`.
 
-    It validates on the config's held-out split after every epoch
-    (`val_d_loss`, `val_d_real`, ... in the history).
+    It validates on the config's held-out split every
+    `validation_every_images` images seen, in whole epochs (`val_d_loss`,
+    `val_d_real`, ... in the history).
 
     With `config.target_fcd` the summary gives the steps, images and
     training seconds until the FCD first reached it (None if never), the
@@ -50,11 +52,13 @@ def train(
     summary's `quality_unavailable` says why when it cannot); a
     `DivergenceGuard` stops a diverging run.
 
-    A run can be killed at any point and continued: after every epoch
-    `keras.callbacks.BackupAndRestore` saves the whole GAN (both networks,
-    both optimizers, the EMA generator, the step counter that keys the
-    latents) under `backup/`, and `resume=True` continues from the last
-    completed epoch with the weights an uninterrupted run would have. The
+    A run can be killed at any point and continued: at the end of the first
+    epoch `config.backup_minutes` after the last backup, and when the run
+    stops early, `keras.callbacks.BackupAndRestore` saves the whole GAN
+    (both networks, both optimizers, the EMA generator, the step counter
+    that keys the latents) under `backup/` (`TimedBackup`), and
+    `resume=True` continues from the last epoch backed up with the weights
+    an uninterrupted run would have. The
     backup is removed when every epoch has run (kept when the time budget
     stopped the run). Every `config.snapshot_every` epochs, and at the end,
     the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
@@ -113,9 +117,7 @@ def train(
     backup_dir = os.path.join(workdir, run_folder.BACKUP)
     if processes > 1:  # one backup per process: each restores its own
         backup_dir = os.path.join(backup_dir, f"process_{placement.process_index}")
-    backup = keras.callbacks.BackupAndRestore(
-        backup_dir, double_checkpoint=True, delete_checkpoint=False
-    )
+    backup = TimedBackup(backup_dir, config.backup_minutes)
     budget = (
         None
         if time_budget_seconds is None
@@ -124,7 +126,7 @@ def train(
     files = []
     if chief and _tensorboard_available():
         files = [
-            _ScoredTensorBoard(
+            ScoredTensorBoard(
                 os.path.join(workdir, "tensorboard"), write_graph=False, profile_batch=0
             )
         ]
@@ -133,7 +135,7 @@ def train(
     # processes is a step every process must take, as TensorFlow's
     # multi-worker checkpoints are written by all of them.
     files.append(
-        _Snapshots(
+        Snapshots(
             os.path.join(workdir, "snapshots"), config.snapshot_every, chief=chief
         )
     )
@@ -183,6 +185,7 @@ def train(
         initial_epoch=initial_epoch,
         verbose=verbose,
         validation_data=run.validation,
+        validation_freq=_validation_epochs(config, run.steps_per_epoch),
         callbacks=[
             *extend,
             backup,
@@ -195,7 +198,7 @@ def train(
                 num_images=config.num_samples,
                 seed=config.seed,
             ),
-            callbacks.LossCurves(workdir),
+            callbacks.LossCurves(workdir, every_seconds=config.curves_every_seconds),
             *files,
             *([budget] if budget else []),
             *extra_callbacks,
@@ -235,6 +238,12 @@ def train(
         "mean_epoch_seconds": speed.mean_epoch_seconds,
         "train_seconds": train_seconds,
         "wall_seconds": time.perf_counter() - started,
+        # The side work's schedules.
+        "backup_minutes": config.backup_minutes,
+        "validation_every_epochs": (
+            _validation_epochs(config, run.steps_per_epoch) if run.validation else None
+        ),
+        "curves_every_seconds": config.curves_every_seconds,
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
@@ -253,53 +262,12 @@ def train(
     return summary
 
 
-class _ScoredTensorBoard(keras.callbacks.TensorBoard):
-    """Keras's TensorBoard, without the scores of unscored epochs (logged
-    as `inf` or `-inf` for Keras's monitors: a point off every chart)."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        logs = {
-            k: v
-            for k, v in (logs or {}).items()
-            if not (np.ndim(v) == 0 and np.isinf(v))
-        }
-        super().on_epoch_end(epoch, logs)
-
-
-class _Snapshots(keras.callbacks.Callback):
-    """Saves the whole GAN every `every` epochs and after the last one.
-
-    Every process of a run saves; only the chief's files are kept (the
-    others write into a temporary folder that is deleted).
-    """
-
-    def __init__(self, directory, every, chief=True):
-        super().__init__()
-        self.directory = directory
-        self.every = every
-        self.chief = chief
-
-    def on_train_begin(self, logs=None):
-        self._done = self._saved = None
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._done = epoch + 1
-        if self.every and self._done % self.every == 0:
-            self._save(self._done)
-
-    def on_train_end(self, logs=None):
-        if self._done is not None and self._done != self._saved:
-            self._save(self._done)
-
-    def _save(self, epoch):
-        name = f"gan_epoch_{epoch:04d}.keras"
-        if self.chief:
-            os.makedirs(self.directory, exist_ok=True)
-            self.model.save(os.path.join(self.directory, name))
-        else:
-            with tempfile.TemporaryDirectory() as scratch:
-                self.model.save(os.path.join(scratch, name))
-        self._saved = epoch
+def _validation_epochs(config, steps_per_epoch):
+    """Keras's `validation_freq`: the epochs `validation_every_images` spans."""
+    if config.validation_every_images is None or not steps_per_epoch:
+        return 1
+    images_per_epoch = steps_per_epoch * config.batch_size
+    return max(1, round(config.validation_every_images / images_per_epoch))
 
 
 def _quality_unavailable(config, info):

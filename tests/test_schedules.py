@@ -1,0 +1,129 @@
+"""The side work's schedules: the backup on the clock, validation by images
+seen, the curves redrawn at most every few seconds."""
+
+import json
+import os
+
+import keras
+import pytest
+from conftest import batches, random_images, tiny_gan
+
+import keras_tpugan as ktg
+from keras_tpugan.runs import timed_backup
+from keras_tpugan.runs.config import TrainConfig
+from keras_tpugan.runs.train import _validation_epochs
+
+pytestmark = pytest.mark.both_backends
+
+
+class _Clock:
+    """A stand-in for `time.monotonic` that moves only when told."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class _Advance(keras.callbacks.Callback):
+    """Moves the clock by `seconds[epoch]` during each epoch."""
+
+    def __init__(self, clock, seconds):
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.clock.now += self.seconds[epoch]
+
+
+class _Saved(keras.callbacks.Callback):
+    """Records, after each epoch's callbacks, the epoch the backup holds."""
+
+    def __init__(self, backup_dir):
+        super().__init__()
+        self.backup_dir, self.epochs = backup_dir, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        path = os.path.join(self.backup_dir, "training_metadata.json")
+        saved = json.load(open(path))["epoch"] if os.path.exists(path) else None
+        self.epochs.append(saved)
+
+
+def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
+    tmp_path, monkeypatch
+):
+    clock = _Clock()
+    monkeypatch.setattr(timed_backup.time, "monotonic", clock)
+    backup_dir = str(tmp_path / "backup")
+    saved = _Saved(backup_dir)
+    # Minutes 0.5, 1.0, 1.5, 3.5, 4.0 at the end of epochs 1 to 5.
+    minutes = [0.5, 0.5, 0.5, 2.0, 0.5]
+    gan = tiny_gan()
+    gan.fit(
+        batches(random_images(8), 4, repeat=1),
+        epochs=5,
+        verbose=0,
+        callbacks=[
+            _Advance(clock, [m * 60 for m in minutes]),
+            timed_backup.TimedBackup(backup_dir, minutes=1.0),
+            saved,
+        ],
+    )
+    # Backed up at the end of epoch 2 (1 minute on) and 4 (2.5 on), then at
+    # the end of training (epoch 5 was not yet backed up).
+    assert saved.epochs == [None, 2, 2, 4, 4]
+    metadata = json.load(open(os.path.join(backup_dir, "training_metadata.json")))
+    assert metadata["epoch"] == 5
+    # Every epoch with 0 minutes.
+    every = _Saved(str(tmp_path / "every"))
+    gan.fit(
+        batches(random_images(8), 4, repeat=1),
+        epochs=3,
+        verbose=0,
+        callbacks=[timed_backup.TimedBackup(every.backup_dir, minutes=0), every],
+    )
+    assert every.epochs == [1, 2, 3]
+
+
+def test_validation_runs_every_so_many_images_in_whole_epochs():
+    config = TrainConfig.preset("demo")  # 62 batches of 64: 3,968 images
+    assert config.validation_every_images == 20_000
+    assert _validation_epochs(config, 62) == 5
+    for every in ("1", "none"):
+        changed = config.override([f"validation_every_images={every}"])
+        assert _validation_epochs(changed, 62) == 1
+    assert _validation_epochs(config, None) == 1  # unknown size: every epoch
+    with pytest.raises(ValueError, match="validation_every_images >= 1"):
+        config.override(["validation_every_images=0"])
+    with pytest.raises(ValueError, match="backup_minutes >= 0"):
+        config.override(["backup_minutes=-1"])
+
+
+def test_the_curves_are_redrawn_at_most_every_so_many_seconds(tmp_path, monkeypatch):
+    from keras_tpugan.callbacks import loss_curves
+
+    clock = _Clock()
+    monkeypatch.setattr(loss_curves.time, "monotonic", clock)
+    drawn = []
+
+    class Curves(ktg.callbacks.LossCurves):
+        def _draw(self):
+            drawn.append(len(self.epochs["d_loss"]))
+            super()._draw()
+
+    curves = Curves(tmp_path, show=False, every_seconds=10.0)
+    tiny_gan().fit(
+        batches(random_images(8), 4, repeat=1),
+        epochs=6,
+        verbose=0,
+        callbacks=[_Advance(clock, [4, 4, 4, 4, 4, 4]), curves],
+    )
+    # After the first epoch, then once 10 s had passed (epochs 4: 12 s on),
+    # and at the end (epochs 5 and 6 were not drawn).
+    assert drawn == [1, 4, 6]
+    assert (tmp_path / "loss_curves.png").exists()
+    # history.csv has every epoch.
+    assert len((tmp_path / "history.csv").read_text().splitlines()) == 7
+    with pytest.raises(ValueError, match="every_seconds"):
+        ktg.callbacks.LossCurves(tmp_path, every_seconds=-1)
