@@ -13,6 +13,7 @@ public Keras API declares a direction; without this the user must pass
 import functools
 
 import keras
+import numpy as np
 
 from keras_tpugan.internals import MetricsList
 
@@ -70,3 +71,24 @@ def declarations(directions):
             name="score_directions",
         )
     ]
+
+
+def scored_logs(logs):
+    """`logs` without an unscored epoch's scores.
+
+    `QualityMetrics` logs the worst value each score can take (`inf`,
+    `-inf`) on the epochs it does not score, so that Keras's "best" logic
+    never picks them; what shows the logs to a person (the progress bar,
+    TensorBoard) leaves them out.
+
+    Args:
+        logs: An epoch's logs.
+
+    Returns:
+        A new dict.
+    """
+    return {
+        name: value
+        for name, value in (logs or {}).items()
+        if not (np.ndim(value) == 0 and np.isinf(value))
+    }

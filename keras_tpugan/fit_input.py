@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from keras_tpugan import data as data_lib
-from keras_tpugan import gan_checks
+from keras_tpugan import directions, gan_checks
 from keras_tpugan.data.epoch_batches import underlying
 from keras_tpugan.tf_import import is_dataset
 
@@ -246,12 +246,7 @@ class _ScoredProgbar(keras.callbacks.ProgbarLogger):
     """
 
     def on_epoch_end(self, epoch, logs=None):
-        shown = {
-            name: value
-            for name, value in (logs or {}).items()
-            if not (np.ndim(value) == 0 and np.isinf(value))
-        }
-        super().on_epoch_end(epoch, shown)
+        super().on_epoch_end(epoch, directions.scored_logs(logs))
 
 
 class _DataEpoch(keras.callbacks.Callback):

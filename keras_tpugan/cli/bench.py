@@ -18,12 +18,7 @@ EXAMPLES = {
 
 
 def add_parsers(command):
-    """Adds the `bench` subcommands to the `keras-tpugan` parser.
-
-    Args:
-        command: `command(name, help, description)`, which adds a
-            subcommand with the arguments every one takes and returns it.
-    """
+    """Adds `bench` to the parser (`command`: see `cli.main`)."""
     bench = command(
         "bench",
         "throughput matrix: precision x XLA x batch size x replicas",

@@ -12,12 +12,7 @@ EXAMPLES = {
 
 
 def add_parsers(command):
-    """Adds the `launch` subcommand to the `keras-tpugan` parser.
-
-    Args:
-        command: `command(name, help, description)`, which adds a
-            subcommand with the arguments every one takes and returns it.
-    """
+    """Adds `launch` to the parser (`command`: see `cli.main`)."""
     launch = command(
         "launch",
         "run a command as N processes of one cluster on this host",

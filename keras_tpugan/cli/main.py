@@ -65,6 +65,8 @@ def _parser():
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
+    # What each group's `add_parsers(command)` calls: adds a subcommand with
+    # the arguments every one takes, and returns its parser.
     def command(name, help_text, description):
         sub = commands.add_parser(
             name,

@@ -35,13 +35,7 @@ every setting, with its default and one line of help: keras-tpugan settings
 
 
 def add_parsers(command):
-    """Adds the `train`, `settings`, `sample` subcommands to the `keras-tpugan`
-    parser.
-
-    Args:
-        command: `command(name, help, description)`, which adds a
-            subcommand with the arguments every one takes and returns it.
-    """
+    """Adds `train`, `settings` and `sample` (`command`: see `cli.main`)."""
     train = command(
         "train",
         "train a GAN from a preset and overrides",

@@ -30,12 +30,7 @@ EXAMPLES = {
 
 
 def add_parsers(command):
-    """Adds the `sweep`, `tune` subcommands to the `keras-tpugan` parser.
-
-    Args:
-        command: `command(name, help, description)`, which adds a
-            subcommand with the arguments every one takes and returns it.
-    """
+    """Adds `sweep` and `tune` to the parser (`command`: see `cli.main`)."""
     sweep = command(
         "sweep",
         "the batch-size study, or an ablation over any settings",

@@ -2,7 +2,8 @@
 scores."""
 
 import keras
-import numpy as np
+
+from keras_tpugan import directions
 
 
 class ScoredTensorBoard(keras.callbacks.TensorBoard):
@@ -10,9 +11,4 @@ class ScoredTensorBoard(keras.callbacks.TensorBoard):
     as `inf` or `-inf` for Keras's monitors: a point off every chart)."""
 
     def on_epoch_end(self, epoch, logs=None):
-        logs = {
-            k: v
-            for k, v in (logs or {}).items()
-            if not (np.ndim(v) == 0 and np.isinf(v))
-        }
-        super().on_epoch_end(epoch, logs)
+        super().on_epoch_end(epoch, directions.scored_logs(logs))

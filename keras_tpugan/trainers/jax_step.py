@@ -107,11 +107,7 @@ class JAXGANStep(GANStep):
         )
         state.set("d_state", d_state)
         state.set("g_state", g_state)
-        d_vars, d_opt = self.discriminator_optimizer.stateless_apply(
-            state.get("d_opt"), grads, state.get("d_vars")
-        )
-        state.set("d_vars", d_vars)
-        state.set("d_opt", d_opt)
+        self._apply(state, "d", grads)
         return stats
 
     def _train_generator(self, state, inputs):
@@ -125,11 +121,7 @@ class JAXGANStep(GANStep):
             self, local, (state.get("g_vars"), self._network_values(state)), inputs
         )
         state.set("g_state", g_state)
-        g_vars, g_opt = self.generator_optimizer.stateless_apply(
-            state.get("g_opt"), grads, state.get("g_vars")
-        )
-        state.set("g_vars", g_vars)
-        state.set("g_opt", g_opt)
+        self._apply(state, "g", grads)
         return g_loss
 
     def _train_both(self, state, inputs):
@@ -156,16 +148,20 @@ class JAXGANStep(GANStep):
         )
         state.set("d_state", d_state)
         state.set("g_state", g_state)
-        for name, grads, opt in (
-            ("d", d_grads, self.discriminator_optimizer),
-            ("g", g_grads, self.generator_optimizer),
-        ):
-            new_vars, new_opt = opt.stateless_apply(
-                state.get(f"{name}_opt"), grads, state.get(f"{name}_vars")
-            )
-            state.set(f"{name}_vars", new_vars)
-            state.set(f"{name}_opt", new_opt)
+        self._apply(state, "d", d_grads)
+        self._apply(state, "g", g_grads)
         return stats, g_loss
+
+    def _apply(self, state, network, grads):
+        """One network's optimizer update (`network`: "g" or "d") in `state`."""
+        optimizer = (
+            self.generator_optimizer if network == "g" else self.discriminator_optimizer
+        )
+        variables, optimizer_state = optimizer.stateless_apply(
+            state.get(f"{network}_opt"), grads, state.get(f"{network}_vars")
+        )
+        state.set(f"{network}_vars", variables)
+        state.set(f"{network}_opt", optimizer_state)
 
     def _network_values(self, state):
         return NetworkValues(
