@@ -22,6 +22,7 @@ RANK = int(os.environ["KERAS_TPUGAN_RANK"])
 SETTINGS = [
     # Two epochs: a kill in the second leaves one whole epoch to resume from.
     "epochs=2",
+    "backup_minutes=0",  # a backup every epoch: the kill comes in the second
     "quality_every=0",
     "batch_size=256",
     # The test compares one process with two on these: the

@@ -87,9 +87,12 @@ def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
 
 
 def test_validation_runs_every_so_many_images_in_whole_epochs():
-    config = TrainConfig.preset("demo")  # 62 batches of 64: 3,968 images
+    config = TrainConfig.preset("demo", epochs=12)  # 62 batches of 64: 3,968
     assert config.validation_every_images == 20_000
-    assert _validation_epochs(config, 62) == 5
+    # Every 5 epochs (19,840 images), and the last.
+    assert _validation_epochs(config, 62) == [5, 10, 12]
+    assert _validation_epochs(config.override(["epochs=10"]), 62) == [5, 10]
+    assert _validation_epochs(config.override(["epochs=1"]), 62) == [1]
     for every in ("1", "none"):
         changed = config.override([f"validation_every_images={every}"])
         assert _validation_epochs(changed, 62) == 1

@@ -240,7 +240,9 @@ def train(
         "wall_seconds": time.perf_counter() - started,
         # The side work's schedules.
         "backup_minutes": config.backup_minutes,
-        "validation_every_epochs": (
+        "validation_every_images": config.validation_every_images,
+        # The epochs validated (1: every epoch).
+        "validation_epochs": (
             _validation_epochs(config, run.steps_per_epoch) if run.validation else None
         ),
         "curves_every_seconds": config.curves_every_seconds,
@@ -263,11 +265,15 @@ def train(
 
 
 def _validation_epochs(config, steps_per_epoch):
-    """Keras's `validation_freq`: the epochs `validation_every_images` spans."""
+    """Keras's `validation_freq`: the epochs (1-based) `validation_every_images`
+    spans, and the last, so that the run ends validated."""
     if config.validation_every_images is None or not steps_per_epoch:
         return 1
     images_per_epoch = steps_per_epoch * config.batch_size
-    return max(1, round(config.validation_every_images / images_per_epoch))
+    every = max(1, round(config.validation_every_images / images_per_epoch))
+    if every == 1:
+        return 1
+    return sorted({*range(every, config.epochs + 1, every), config.epochs})
 
 
 def _quality_unavailable(config, info):
