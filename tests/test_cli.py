@@ -294,6 +294,21 @@ def test_every_flag_of_every_subcommand_says_what_it_is_for():
         if action.option_strings and not action.help
     ]
     assert silent == []
+    # And every one that takes a value says its default (the formatter adds
+    # the ones that are values), or why it has its own ("here").
+    undefaulted = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in subcommands.choices.items()
+        for action in parser._actions
+        if action.option_strings
+        and action.nargs != 0  # not a switch
+        and not action.required
+        and not any(
+            word in parser._get_formatter()._get_help_string(action)
+            for word in ("default", "here")
+        )
+    ]
+    assert undefaulted == []
 
 
 def _subparsers():

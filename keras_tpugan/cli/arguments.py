@@ -55,7 +55,8 @@ def add_data_arguments(parser):
         default=None,
         metavar="PATH_OR_TFDS_NAME",
         help="a folder of images (flat, or a subfolder per class) or a TFDS "
-        "name (cifar10, celeb_a, ...) in place of the preset's data",
+        "name (cifar10, celeb_a, ...) in place of the preset's data (default: "
+        "the preset's MNIST)",
     )
     parser.add_argument(
         "--image-size",
@@ -63,7 +64,7 @@ def add_data_arguments(parser):
         default=None,
         metavar="N",
         help="bring every image to NxN (centre crop, then resize); required "
-        "for folders",
+        "for folders (default: the data's own size)",
     )
     parser.add_argument(
         "--channels",

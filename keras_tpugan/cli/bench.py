@@ -93,7 +93,9 @@ def add_parsers(command):
     )
     bench.add_argument("--width", type=int, default=None, help="default 128")
     bench.add_argument("--latent-dim", type=int, default=None, help="default 128")
-    bench.add_argument("--csv", default=None, help="also save the table as CSV")
+    bench.add_argument(
+        "--csv", default=None, help="also save the table as CSV (default: printed only)"
+    )
     bench.add_argument(
         "--accelerator",
         action="store_true",

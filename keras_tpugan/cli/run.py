@@ -57,7 +57,7 @@ def add_parsers(command):
         default=None,
         metavar="SECONDS",
         help="stop at the end of the epoch in which this much training time "
-        "has passed (continue later with --resume)",
+        "has passed (continue later with --resume; default: no budget)",
     )
     train.add_argument(
         "--resume",

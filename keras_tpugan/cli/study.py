@@ -43,8 +43,9 @@ def add_parsers(command):
         type=int,
         nargs="+",
         default=None,
-        help="the global batch sizes of the study, one run each (or --grid); "
-        "in place of train's --batch-size, which the study varies",
+        help="the global batch sizes of the study, one run each (no default: "
+        "required without --grid); in place of train's --batch-size, which the "
+        "study varies",
     )
     sweep.add_argument(
         "--grid",
@@ -52,7 +53,8 @@ def add_parsers(command):
         default=[],
         metavar="KEY=V1,V2",
         help="an ablation axis: any config setting and its values (repeatable; "
-        "'+' inside a value stands for a comma: augment=translation+cutout)",
+        "'+' inside a value stands for a comma: augment=translation+cutout; "
+        "default: none, the batch-size study)",
     )
     sweep.add_argument(
         "--seeds",
@@ -72,14 +74,17 @@ def add_parsers(command):
         "--optimizer", default=None, help="adam, lars or lamb (default: the preset's)"
     )
     sweep.add_argument(
-        "--warmup-epochs", type=int, default=None, help="linear learning-rate warm-up"
+        "--warmup-epochs",
+        type=int,
+        default=None,
+        help="epochs of linear learning-rate warm-up (default: the preset's)",
     )
     sweep.add_argument(
         "--target-fcd",
         type=float,
         default=None,
         help="score every batch size after the same images and report the steps, "
-        "images and seconds to reach this FCD",
+        "images and seconds to reach this FCD (default: no target)",
     )
     add_config_arguments(sweep, flags=("epochs", "learning_rate"))
     sweep.add_argument(
@@ -127,7 +132,8 @@ def add_parsers(command):
         default=[],
         metavar="KEY=V1,V2",
         help="also search this setting over these values (repeatable; + inside "
-        "a value stands for a comma), for example --space warmup_epochs=0,2",
+        "a value stands for a comma), for example --space warmup_epochs=0,2 "
+        "(default: the batch sizes and rates only)",
     )
     tune.add_argument(
         "--tuner", default="grid", help="grid (default), random, bayesian, hyperband"
