@@ -39,3 +39,65 @@ def test_one_grid_layout_for_grids_and_samples():
 def test_first_line():
     assert results.first_line(ValueError("one\ntwo")) == "one"
     assert results.first_line(KeyError()) == "KeyError"
+
+
+def test_a_run_file_is_written_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "summary.json"
+    results.write_json({"epochs": 1}, path)
+    assert json.loads(path.read_text()) == {"epochs": 1}
+
+    # A write that fails half-way (a kill, a full disk) leaves the file as
+    # it was, and nothing else behind.
+    class Full(OSError):
+        pass
+
+    try:
+        with results.replaced_whole(path) as partial, open(partial, "w") as f:
+            f.write('{"epochs": ')
+            f.flush()
+            assert partial.endswith(".json") and "/." in partial
+            raise Full("No space left on device")
+    except Full:
+        pass
+    assert json.loads(path.read_text()) == {"epochs": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+    results.write_json({"epochs": 2}, path)
+    assert json.loads(path.read_text()) == {"epochs": 2}
+
+
+def test_a_snapshot_that_fails_to_save_leaves_the_last_good_one(tmp_path, monkeypatch):
+    import keras
+    from conftest import batches, random_images, tiny_gan
+
+    from keras_tpugan.runs.sample import latest_model
+    from keras_tpugan.runs.snapshots import Snapshots
+
+    gan = tiny_gan()
+    data = batches(random_images(8), 4, repeat=1)
+    gan.fit(data, epochs=1, verbose=0, callbacks=[Snapshots(tmp_path / "snapshots", 1)])
+    first = tmp_path / "snapshots" / "gan_epoch_0001.keras"
+    assert first.exists()
+
+    def torn_save(self, filepath, **kwargs):
+        with open(filepath, "wb") as f:
+            f.write(b"PK\x03\x04 half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(gan), "save", torn_save)
+    try:
+        gan.fit(
+            data,
+            epochs=2,
+            initial_epoch=1,
+            verbose=0,
+            callbacks=[Snapshots(tmp_path / "snapshots", 1)],
+        )
+    except OSError as e:
+        assert e.errno == 28
+    else:
+        raise AssertionError("the torn save did not fail the fit")
+    # The epoch-2 snapshot was never put in place; the first still loads.
+    assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == [first.name]
+    assert latest_model(str(tmp_path)) == str(first)
+    monkeypatch.undo()
+    assert keras.saving.load_model(first).latent_dim == gan.latent_dim

@@ -3,9 +3,10 @@
 One writer for every tool: `write_results` saves rows as `results.csv`,
 `results.json` and a Markdown `results.md`; `markdown_table` formats rows
 by a column spec; `write_csv`, `read_history` and the cell formatting
-the tables share.
+the tables share; `replaced_whole` writes a run's file whole or not at all.
 """
 
+import contextlib
 import csv
 import json
 import math
@@ -136,3 +137,44 @@ def write_csv(rows, path):
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+@contextlib.contextmanager
+def replaced_whole(path):
+    """Yields a temporary name beside `path` to write to, renamed to `path`
+    once the block ends without an error.
+
+    A kill or a failure during the write leaves `path` as it was (the
+    rename is atomic on one filesystem) and no partial file behind. The
+    temporary name keeps `path`'s extension (Keras saves `.keras` files
+    only) and starts with a dot, so listings of the run's files skip it.
+
+    Args:
+        path: The file to write.
+
+    Yields:
+        The temporary path.
+
+    Example:
+
+    ```python
+    with replaced_whole("runs/x/summary.json") as partial:
+        with open(partial, "w") as f:
+            json.dump(summary, f)
+    ```
+    """
+    directory, name = os.path.split(os.fspath(path))
+    stem, extension = os.path.splitext(name)
+    partial = os.path.join(directory, f".{stem}.{os.getpid()}.partial{extension}")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def write_json(payload, path):
+    """Writes `payload` as indented JSON to `path`, whole or not at all."""
+    with replaced_whole(path) as partial, open(partial, "w") as f:
+        json.dump(payload, f, indent=2)

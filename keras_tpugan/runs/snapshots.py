@@ -5,12 +5,15 @@ import tempfile
 
 import keras
 
+from keras_tpugan.runs import results
+
 
 class Snapshots(keras.callbacks.Callback):
     """Saves the whole GAN every `every` epochs and after the last one.
 
     Every process of a run saves; only the chief's files are kept (the
-    others write into a temporary folder that is deleted).
+    others write into a temporary folder that is deleted). Each file is
+    written whole or not at all (`results.replaced_whole`).
     """
 
     def __init__(self, directory, every, chief=True):
@@ -35,7 +38,9 @@ class Snapshots(keras.callbacks.Callback):
         name = f"gan_epoch_{epoch:04d}.keras"
         if self.chief:
             os.makedirs(self.directory, exist_ok=True)
-            self.model.save(os.path.join(self.directory, name))
+            path = os.path.join(self.directory, name)
+            with results.replaced_whole(path) as partial:
+                self.model.save(partial)
         else:
             with tempfile.TemporaryDirectory() as scratch:
                 self.model.save(os.path.join(scratch, name))

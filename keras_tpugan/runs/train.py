@@ -1,6 +1,5 @@
 """`train(config, workdir)`: one training run, as the CLI and notebooks do it."""
 
-import json
 import logging
 import os
 import shutil
@@ -9,7 +8,7 @@ import time
 import keras
 
 from keras_tpugan import callbacks
-from keras_tpugan.runs import run_folder
+from keras_tpugan.runs import results, run_folder
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots
@@ -111,8 +110,7 @@ def train(
         )
     if chief:
         os.makedirs(workdir, exist_ok=True)
-        with open(os.path.join(workdir, "config.json"), "w") as f:
-            json.dump(config.to_dict(), f, indent=2)
+        results.write_json(config.to_dict(), os.path.join(workdir, "config.json"))
     gan = run.build_gan()
     backup_dir = os.path.join(workdir, run_folder.BACKUP)
     if processes > 1:  # one backup per process: each restores its own
@@ -212,7 +210,8 @@ def train(
             shutil.rmtree(os.path.join(workdir, run_folder.BACKUP), ignore_errors=True)
     if chief:
         generator = gan.ema_generator or gan.generator
-        generator.save(os.path.join(workdir, "generator.keras"))
+        with results.replaced_whole(os.path.join(workdir, "generator.keras")) as path:
+            generator.save(path)
     summary = {
         "data_source": info["source"],
         "dataset": config.dataset,
@@ -259,8 +258,7 @@ def train(
         **_time_to_target(config, scoring),
     }
     if chief:
-        with open(os.path.join(workdir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
+        results.write_json(summary, os.path.join(workdir, "summary.json"))
     return summary
 
 
