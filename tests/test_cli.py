@@ -713,6 +713,32 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     assert grid.exists()
 
 
+def test_a_damaged_backup_is_named_and_the_run_goes_on_from_its_last_snapshot(
+    tmp_path, capsys
+):
+    """Slow (about 15-25 s): three small runs (one whole; one stopped by its
+    time budget after epoch 1 of 3, whose backup is then torn; the same run
+    resumed from its snapshot once the backup is moved away)."""
+    argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "1"]
+    argv += ["--set", "num_replicas=1"]
+    assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    run = tmp_path / "run"
+    assert cli.main([*argv, "--time-budget", "0.001", "--out", str(run)]) == 0
+    for name in os.listdir(run / "backup"):  # both copies of the epoch record
+        if name.startswith("training_metadata"):
+            (run / "backup" / name).write_text('{"epoch')
+    capsys.readouterr()
+    assert cli.main([*argv, "--resume", "--out", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("keras-tpugan: error: Expected a readable backup in ")
+    assert "JSONDecodeError" in err and "last snapshot" in err and "\n" not in err
+    os.rename(run / "backup", tmp_path / "damaged_backup")
+    assert cli.main([*argv, "--resume", "--out", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_at_epoch"] == 1 and summary["epochs_completed"] == 3
+    _assert_same_state(run, tmp_path / "whole")
+
+
 def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_one(
     tmp_path,
 ):

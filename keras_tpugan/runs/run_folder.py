@@ -3,6 +3,7 @@ that trains a finished run on to more epochs."""
 
 import json
 import os
+import re
 
 import keras
 
@@ -20,8 +21,9 @@ def check_run_folder(config, workdir, resume):
         resume: Whether the run is to be continued.
 
     Returns:
-        `(snapshot, epochs)` when `resume` trains a finished run on to more
-        epochs (from its last snapshot, after `epochs`), else None.
+        `(snapshot, epochs)` when `resume` trains on from a snapshot (a
+        finished run to more epochs, or an unfinished one without its
+        backup, from its latest), else None.
     """
     backup = os.path.join(workdir, BACKUP)
     saved = os.path.join(workdir, "config.json")
@@ -71,11 +73,18 @@ def check_run_folder(config, workdir, resume):
     if os.path.isdir(backup):
         return None  # `BackupAndRestore` continues from its last epoch
     if finished is None:
-        raise ValueError(
-            f"Expected an unfinished run to resume. Received: {workdir!r}, "
-            "whose run has no backup (it was stopped before its first epoch "
-            "ended). Start a new run, or train into another folder."
-        )
+        # An unfinished run without its backup (stopped before its first
+        # backup, or its damaged backup moved away): on from its last
+        # snapshot, when it has one.
+        latest = _latest_snapshot(workdir)
+        if latest is None:
+            raise ValueError(
+                f"Expected an unfinished run to resume. Received: {workdir!r}, "
+                "whose run has no backup and no snapshot (it was stopped before "
+                "either was written). Start a new run, or train into another "
+                "folder."
+            )
+        return latest
     if config.epochs <= finished:
         raise ValueError(
             f"Expected more epochs than the {finished} of the finished run in "
@@ -89,6 +98,19 @@ def check_run_folder(config, workdir, resume):
             "it on. Received: no such file. Train into another folder."
         )
     return snapshot, finished
+
+
+def _latest_snapshot(workdir):
+    """`(path, epochs)` of the run's latest snapshot, or None."""
+    folder = os.path.join(workdir, "snapshots")
+    names = sorted(
+        name
+        for name in (os.listdir(folder) if os.path.isdir(folder) else ())
+        if re.fullmatch(r"gan_epoch_\d{4}\.keras", name)
+    )
+    if not names:
+        return None
+    return os.path.join(folder, names[-1]), int(names[-1][len("gan_epoch_") : -6])
 
 
 def epochs_finished(workdir):

@@ -17,7 +17,18 @@ class TimedBackup(keras.callbacks.BackupAndRestore):
         self.minutes = minutes
 
     def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
+        try:
+            super().on_train_begin(logs)
+        except (OSError, ValueError, KeyError) as e:
+            # Both copies unreadable (Keras tries the older one after an I/O
+            # error), or the newest record of the epoch torn.
+            raise ValueError(
+                f"Expected a readable backup in {self.backup_dir!r} to resume "
+                f"from. Received: a damaged one ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else 'no detail'}). Move "
+                "the run's backup folder away and resume again to train on from "
+                "its last snapshot (snapshots/), or train into another folder."
+            ) from e
         self._backed_up_at, self._pending = time.monotonic(), None
 
     def on_epoch_end(self, epoch, logs=None):
