@@ -87,8 +87,16 @@ def scored_logs(logs):
     Returns:
         A new dict.
     """
-    return {
-        name: value
-        for name, value in (logs or {}).items()
-        if not (np.ndim(value) == 0 and np.isinf(value))
-    }
+    return {name: value for name, value in (logs or {}).items() if not unscored(value)}
+
+
+def unscored(value):
+    """Whether a logged value is an unscored epoch's score (`inf`, `-inf`).
+
+    Args:
+        value: A logged value.
+
+    Returns:
+        A bool.
+    """
+    return np.ndim(value) == 0 and bool(np.isinf(value))

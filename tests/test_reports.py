@@ -101,3 +101,19 @@ def test_a_snapshot_that_fails_to_save_leaves_the_last_good_one(tmp_path, monkey
     assert latest_model(str(tmp_path)) == str(first)
     monkeypatch.undo()
     assert keras.saving.load_model(first).latent_dim == gan.latent_dim
+
+
+def test_the_latest_snapshot_is_the_one_of_the_most_epochs(tmp_path):
+    from keras_tpugan.runs.sample import latest_model
+    from keras_tpugan.runs.snapshots import latest_snapshot, snapshot_path
+
+    folder = tmp_path / "snapshots"
+    assert latest_snapshot(str(folder)) is None
+    assert latest_model(str(tmp_path)) == str(tmp_path / "generator.keras")
+    folder.mkdir()
+    for epoch in (10, 9999, 10000):
+        open(snapshot_path(str(folder), epoch), "w").close()
+    (folder / ".gan_epoch_20000.123.partial.keras").write_text("")  # a torn write
+    newest = str(folder / "gan_epoch_10000.keras")
+    assert latest_snapshot(str(folder)) == (newest, 10000)  # not by name
+    assert latest_model(str(tmp_path)) == newest

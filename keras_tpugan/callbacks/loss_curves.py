@@ -7,6 +7,7 @@ import uuid
 
 import numpy as np
 
+from keras_tpugan import directions
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
 
 # The quality scores `quality.png` plots, each on its own panel.
@@ -134,7 +135,7 @@ class LossCurves(GANCallback):
             with open(path, newline="") as f:
                 header = next(csv.reader(f))
         # An unscored epoch's scores (the worst value, `inf`) are blank.
-        row = {k: "" if _unscored(v) else v for k, v in logs.items()}
+        row = {k: "" if directions.unscored(v) else v for k, v in logs.items()}
         row["epoch"] = epoch + 1
         new = sorted(k for k in row if k not in (header or ["epoch"]))
         if header and not new:  # the usual epoch: one line appended
@@ -231,11 +232,6 @@ class LossCurves(GANCallback):
             if ax.get_legend_handles_labels()[0]:
                 ax.legend()
         return fig
-
-
-def _unscored(value):
-    """Whether a logged value is an unscored epoch's `inf` or `-inf`."""
-    return np.ndim(value) == 0 and bool(np.isinf(value))
 
 
 def _scored(logs):

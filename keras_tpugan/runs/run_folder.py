@@ -1,14 +1,16 @@
 """What a run folder may hold: the checks before a run, and the warm start
-that trains a finished run on to more epochs."""
+that trains a run on from a snapshot (a finished one to more epochs, an
+unfinished one without its backup)."""
 
 import json
 import os
-import re
 
 import keras
 
-# Under the run folder: the backup `keras.callbacks.BackupAndRestore` writes
-# after every epoch.
+from keras_tpugan.runs.snapshots import latest_snapshot, snapshot_path
+
+# Under the run folder: the backup `TimedBackup` (Keras's `BackupAndRestore`)
+# writes every few minutes, at an epoch's end.
 BACKUP = "backup"
 
 
@@ -76,7 +78,7 @@ def check_run_folder(config, workdir, resume):
         # An unfinished run without its backup (stopped before its first
         # backup, or its damaged backup moved away): on from its last
         # snapshot, when it has one.
-        latest = _latest_snapshot(workdir)
+        latest = latest_snapshot(os.path.join(workdir, "snapshots"))
         if latest is None:
             raise ValueError(
                 f"Expected an unfinished run to resume. Received: {workdir!r}, "
@@ -91,26 +93,13 @@ def check_run_folder(config, workdir, resume):
             f"{workdir!r}, to train it on. Received: epochs={config.epochs}. "
             "Raise --epochs (epochs=...), or train into another folder."
         )
-    snapshot = os.path.join(workdir, "snapshots", f"gan_epoch_{finished:04d}.keras")
+    snapshot = snapshot_path(os.path.join(workdir, "snapshots"), finished)
     if not os.path.isfile(snapshot):
         raise ValueError(
             f"Expected the finished run's last snapshot, {snapshot!r}, to train "
             "it on. Received: no such file. Train into another folder."
         )
     return snapshot, finished
-
-
-def _latest_snapshot(workdir):
-    """`(path, epochs)` of the run's latest snapshot, or None."""
-    folder = os.path.join(workdir, "snapshots")
-    names = sorted(
-        name
-        for name in (os.listdir(folder) if os.path.isdir(folder) else ())
-        if re.fullmatch(r"gan_epoch_\d{4}\.keras", name)
-    )
-    if not names:
-        return None
-    return os.path.join(folder, names[-1]), int(names[-1][len("gan_epoch_") : -6])
 
 
 def epochs_finished(workdir):

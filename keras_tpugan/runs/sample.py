@@ -7,6 +7,7 @@ import keras
 from keras_tpugan import images as images_lib
 from keras_tpugan.gan import GAN
 from keras_tpugan.latents import class_labels, seeded_latents
+from keras_tpugan.runs.snapshots import latest_snapshot
 
 
 def load_generator(path):
@@ -51,14 +52,9 @@ def latest_model(run_dir):
         The path of its latest whole-GAN snapshot, else of its
         `generator.keras` (which may not exist).
     """
-    snapshots = os.path.join(run_dir, "snapshots")
-    names = sorted(
-        n
-        for n in (os.listdir(snapshots) if os.path.isdir(snapshots) else ())
-        if n.startswith("gan_epoch_") and n.endswith(".keras")
-    )
-    if names:
-        return os.path.join(snapshots, names[-1])
+    latest = latest_snapshot(os.path.join(run_dir, "snapshots"))
+    if latest is not None:
+        return latest[0]
     return os.path.join(run_dir, "generator.keras")
 
 

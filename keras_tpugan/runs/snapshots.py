@@ -1,6 +1,11 @@
-"""`Snapshots`: the whole GAN saved every few epochs and after the last."""
+"""`Snapshots`: the whole GAN saved every few epochs and after the last.
+
+`snapshot_path` and `latest_snapshot` are the one place that knows the
+snapshots' names (`snapshots/gan_epoch_NNNN.keras`).
+"""
 
 import os
+import re
 import tempfile
 
 import keras
@@ -35,13 +40,29 @@ class Snapshots(keras.callbacks.Callback):
             self._save(self._done)
 
     def _save(self, epoch):
-        name = f"gan_epoch_{epoch:04d}.keras"
         if self.chief:
             os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, name)
-            with results.replaced_whole(path) as partial:
-                self.model.save(partial)
+            with results.replaced_whole(snapshot_path(self.directory, epoch)) as path:
+                self.model.save(path)
         else:
             with tempfile.TemporaryDirectory() as scratch:
-                self.model.save(os.path.join(scratch, name))
+                self.model.save(snapshot_path(scratch, epoch))
         self._saved = epoch
+
+
+def snapshot_path(directory, epoch):
+    """The snapshot of the GAN after `epoch` epochs, in `directory`."""
+    return os.path.join(directory, f"gan_epoch_{epoch:04d}.keras")
+
+
+def latest_snapshot(directory):
+    """`(path, epochs)` of the latest snapshot in `directory` (by its epoch),
+    or None when it holds none (or does not exist)."""
+    epochs = [
+        int(match.group(1))
+        for name in (os.listdir(directory) if os.path.isdir(directory) else ())
+        if (match := re.fullmatch(r"gan_epoch_(\d+)\.keras", name))
+    ]
+    if not epochs:
+        return None
+    return snapshot_path(directory, max(epochs)), max(epochs)

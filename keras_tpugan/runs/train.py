@@ -167,23 +167,26 @@ def train(
         scoring = [quality]
     fit_started = time.perf_counter()
     initial_epoch, extend = 0, []
-    if warm_start:  # a finished run, trained on
+    if warm_start:  # on from a snapshot
         snapshot, initial_epoch = warm_start
         extend = [run_folder.WarmStart(snapshot)]
+        finished = run_folder.epochs_finished(workdir) is not None
         logger.warning(
-            "training the finished run in %r on from epoch %d (%s) to %d.",
+            "training the %s run in %r on from epoch %d (%s) to %d.",
+            "finished" if finished else "unfinished (its backup gone)",
             workdir,
             initial_epoch,
             os.path.basename(snapshot),
             config.epochs,
         )
+    validation_epochs = _validation_epochs(config, run.steps_per_epoch)
     history = gan.fit(
         run.dataset,
         epochs=config.epochs,
         initial_epoch=initial_epoch,
         verbose=verbose,
         validation_data=run.validation,
-        validation_freq=_validation_epochs(config, run.steps_per_epoch),
+        validation_freq=validation_epochs,
         callbacks=[
             *extend,
             backup,
@@ -241,9 +244,7 @@ def train(
         "backup_minutes": config.backup_minutes,
         "validation_every_images": config.validation_every_images,
         # The epochs validated (1: every epoch).
-        "validation_epochs": (
-            _validation_epochs(config, run.steps_per_epoch) if run.validation else None
-        ),
+        "validation_epochs": validation_epochs if run.validation else None,
         "curves_every_seconds": config.curves_every_seconds,
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
