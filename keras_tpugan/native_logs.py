@@ -8,6 +8,7 @@ for them. The library itself, imported by a user, changes nothing.
 """
 
 import contextlib
+import functools
 import os
 import sys
 
@@ -69,12 +70,14 @@ def hidden(hide=True):
         os.close(saved)
 
 
+@functools.cache
 def import_keras():
     """Imports Keras (TensorFlow first, on its backend) and checks the backend.
 
     In the `keras-tpugan` command without `--verbose` the native start-up
     logs are hidden (`hidden`). `import keras_tpugan` calls it; the command
-    calls it when a command runs, after parsing its arguments.
+    calls it when a command runs, after parsing its arguments. Once per
+    process (each name of the package's API asks for it).
 
     Returns:
         The `keras` module.
