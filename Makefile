@@ -1,9 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   trains the demo GAN on the offline MNIST subset (runs/demo/)
-#   make test   runs ruff, the layering contracts (lint-imports) and the
-#               test suite: on TensorFlow, then its both-backends part on
-#               JAX (4 host devices) with TensorFlow
-#               made unimportable (see tests/conftest.py), sharing one
+#   make test   runs ruff, the layering contracts (lint-imports), the docs
+#               build (mkdocs --strict) and the test suite: on TensorFlow,
+#               then its both-backends part on JAX (4 host devices) with
+#               TensorFlow made unimportable (see tests/conftest.py), sharing one
 #               cache, each pass on every core (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # tests/conftest.py gives them).
 PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test test-full lint install clean
+.PHONY: demo test test-full lint docs wheel install clean
 
 # uv installs the same packages as pip about 3x faster from an empty cache
 # (31 s vs 105 s here), compiled to bytecode as pip does (without it every
@@ -23,8 +23,8 @@ PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile --no-loadscope-reorder
 $(BIN)/keras-tpugan: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[cpu,jax,test]" \
-	  || $(BIN)/python -m pip install --quiet -e ".[cpu,jax,test]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[cpu,jax,test,docs]" \
+	  || $(BIN)/python -m pip install --quiet -e ".[cpu,jax,test,docs]"
 	touch $@
 
 install: $(BIN)/keras-tpugan
@@ -37,10 +37,19 @@ lint: install
 	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
 	$(BIN)/lint-imports --no-cache --no-logo
 
+# The site (mkdocs.yml): --strict fails on a broken link, a page missing
+# from the navigation or a docstring that does not render.
+docs: install
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
+# A wheel to install on Colab: dist/keras_tpugan-VERSION-py3-none-any.whl.
+wheel: install
+	$(BIN)/python -m build --wheel
+
 # The passes run one after the other: on a 2-core CPU, side by side (four
 # workers on two cores) `make test` took 13:57 and 1,585 CPU-seconds (user
 # + sys), one after the other 12:10 and 1,324 (the tests 8:55 + 3:05).
-test: lint
+test: lint docs
 	@cache=$$(mktemp -d); export KERAS_TPUGAN_TEST_CACHE=$$cache; \
 	echo "== TensorFlow pass"; \
 	KERAS_BACKEND=tensorflow $(BIN)/python -m pytest $(PYTEST_ARGS); tf_status=$$?; \
@@ -57,4 +66,4 @@ test-full:
 	KERAS_TPUGAN_TEST_FULL=1 KERAS_TPUGAN_TEST_XLA_FLAGS= $(MAKE) test
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site dist build

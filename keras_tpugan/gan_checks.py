@@ -170,7 +170,7 @@ def check_metrics(gan, own):
             "the trackers (the GAN logs d_loss, g_loss, d_real, d_fake itself), "
             "and hand your optimizers on: `super().compile(generator_optimizer="
             "g_optimizer, discriminator_optimizer=d_optimizer)`. The migration "
-            "guide (docs/migrating.md, the keras-io DCGAN) shows the port."
+            "guide (docs/guides/migrating.md, the keras-io DCGAN) shows the port."
         ) from None
     if [id(m) for m in listed] == [id(m) for m in own]:
         return
@@ -347,7 +347,7 @@ def check_networks(generator, discriminator, latent_dim, num_classes):
                     else "A conditional network takes the labels, int class ids "
                     "of shape (batch,), as its second input: build it with "
                     "num_classes (models.dcgan_*), or wrap a network that "
-                    "takes one-hot labels in its input as docs/migrating.md "
+                    "takes one-hot labels in its input as docs/guides/migrating.md "
                     "shows."
                 )
             )
@@ -396,5 +396,5 @@ def check_unused_optimizers(gan):
             f"`{type(gan).__name__}` but never applied by its step (which "
             "would train with compile's default optimizers). Hand them on: "
             "`super().compile(generator_optimizer=g_optimizer, "
-            "discriminator_optimizer=d_optimizer)`; see docs/migrating.md."
+            "discriminator_optimizer=d_optimizer)`; see docs/guides/migrating.md."
         )

@@ -97,7 +97,10 @@ def save_grid(images, path, rows=None, cols=None, pad=2, scale=1):
     Args:
         images: Array `(n, h, w, c)` in [-1, 1].
         path: Output file path.
-        rows, cols, pad, scale: As for `tile`.
+        rows: As for `tile`.
+        cols: As for `tile`.
+        pad: As for `tile`.
+        scale: As for `tile`.
 
     Returns:
         The path.

@@ -74,7 +74,7 @@ class TensorFlowTrainerHooks:
         # Keras reduces every logged value of every step across workers with
         # its own all-reduce (reduction "auto", i.e. "mean", whatever
         # `distribute_reduction_method` says): one collective per logged
-        # value, half of a step on CPU processes (docs/design_notes.md). The
+        # value, half of a step on CPU processes (docs/design/notes.md). The
         # step's values are all-reduced already (one collective), so every
         # replica holds the same logs: take the first local replica's
         # ("first", as Keras does on TPUs).

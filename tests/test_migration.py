@@ -1,4 +1,4 @@
-"""The migration guide (docs/migrating.md) runs as written.
+"""The migration guide (docs/guides/migrating.md) runs as written.
 
 Each port's first block (the user's networks) and second block (the same
 networks trained by `keras_tpugan.GAN`) run here, with the networks' widths,
@@ -20,7 +20,9 @@ import keras_tpugan as ktg
 
 pytestmark = pytest.mark.both_backends
 
-GUIDE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "migrating.md"
+GUIDE = (
+    pathlib.Path(__file__).resolve().parent.parent / "docs" / "guides" / "migrating.md"
+)
 
 
 def _blocks(heading):
@@ -131,7 +133,7 @@ def test_the_keras_io_conditional_gan_port_takes_class_ids_and_generates_each_cl
     scope = _run(networks, {})
     # As the user brings them: one input each, so the GAN points at the
     # conditional contract; the generator's sigmoid is named.
-    with pytest.raises(ValueError, match="second input.*docs/migrating.md"):
+    with pytest.raises(ValueError, match="second input.*docs/guides/migrating.md"):
         ktg.GAN(
             scope["make_generator"](width=8),
             scope["make_discriminator"](width=8),

@@ -298,7 +298,8 @@ class QualityMetrics(GANCallback):
         Args:
             data: A `data.ImageSource`, or the data with `image_size` and
                 `channels` as for `for_data`.
-            image_size, channels: As for `for_data` (with raw data).
+            image_size: As for `for_data` (with raw data).
+            channels: As for `for_data` (with raw data).
 
         Returns:
             True for MNIST read at 28x28x1 (its own size and channels).

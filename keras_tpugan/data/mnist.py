@@ -78,7 +78,7 @@ def _offline_rows(split, count):
 @functools.cache
 def _offline_mnist_arrays():
     # Read as uint8, once a process: a float parse is 20-40x slower
-    # (docs/design_notes.md).
+    # (docs/design/notes.md).
     table = np.loadtxt(OFFLINE_MNIST_FILE, delimiter=",", dtype=np.uint8)
     order = np.random.RandomState(0).permutation(len(table))
     table = table[order]

@@ -37,7 +37,7 @@ def deleting_iterators_aside(distributed):
     """The multi-process dataset, its iterators deleted on a thread of their own.
 
     Deleting an iterator of a `MultiWorkerMirroredStrategy` dataset waits
-    for the peers (docs/design_notes.md), and Keras drops an epoch's
+    for the peers (docs/design/notes.md), and Keras drops an epoch's
     iterator on the training loop's thread, where the other processes would
     wait for this one; no option of tf.data or of the strategy removes the
     wait. So the iterators are kept here until only this module holds them,
@@ -176,7 +176,7 @@ def _wait_for_peers(seconds):
     """Waits, at most `seconds`, until every process is here too.
 
     A process should not leave while a peer still deletes
-    (docs/design_notes.md). (A deletion can outlast the wait even so;
+    (docs/design/notes.md). (A deletion can outlast the wait even so;
     `end_process` then leaves without finalizing.)
     The barrier is TensorFlow's coordination service's
     (`internals.wait_at_barrier`). A lost peer fails it, or it times out:

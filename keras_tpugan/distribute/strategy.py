@@ -186,7 +186,7 @@ def _one_device(device, default):
     One device needs no distribution: under the default strategy `fit` feeds
     the batches straight from the `tf.data` iterator and calls `train_step`
     directly, while a OneDeviceStrategy adds a distributed iterator and a
-    `strategy.run` to every step (docs/design_notes.md). Inside
+    `strategy.run` to every step (docs/design/notes.md). Inside
     another strategy's scope, or for a device TensorFlow would not pick,
     a OneDeviceStrategy keeps the placement explicit.
     """

@@ -14,7 +14,7 @@ PRESETS = {
     # batch-normalized generator, spectrally normalized discriminator,
     # Adam at 4e-3 with beta_1 = 0, a generator average whose half-life
     # spans the same images at any batch size. Each won its ablation (the
-    # measurements: docs/design_notes.md).
+    # measurements: docs/design/notes.md).
     "demo": dict(
         **RECIPES["demo"],
         source="offline",

@@ -20,7 +20,7 @@ def summed_over_devices(gan, local, replicated, inputs):
     `flat_all_reduce`, each device computes `local` on its own examples
     (`jax.shard_map`) and `summed` crosses the devices as ONE flat
     buffer: Gloo, JAX's CPU collectives across processes, pays a round
-    trip per buffer (docs/design_notes.md). TensorFlow's collectives fuse
+    trip per buffer (docs/design/notes.md). TensorFlow's collectives fuse
     gradients themselves (`bytes_per_pack`); no JAX or Keras API does,
     hence this helper. With `all_reduce_dtype=
     "bfloat16"` the gradients cross as a bfloat16 buffer of their own,

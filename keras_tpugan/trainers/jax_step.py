@@ -257,7 +257,7 @@ class JAXGANStep(GANStep):
 
         Drawn inside the step, the numbers are otherwise left to XLA's
         sharding propagation, which kept the generator's whole global batch
-        on every process (docs/design_notes.md). The values do not change
+        on every process (docs/design/notes.md). The values do not change
         (JAX's random bits do not depend on the sharding).
         """
         if self.strategy is None:

@@ -157,7 +157,7 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
 
         The step branches and loops on Python values only (its settings), so
         it is traced as written, without AutoGraph's rewrite of every
-        function it calls (docs/design_notes.md).
+        function it calls (docs/design/notes.md).
         """
         functions = self._xla_functions
         if fn.__name__ not in functions:
@@ -170,7 +170,7 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         Keras reads every metric at the end of each epoch and evaluation.
         Read outside a step, a metric variable is summed over the replicas:
         across processes that is one eager all-reduce per variable, slow at
-        every epoch end (docs/design_notes.md). The
+        every epoch end (docs/design/notes.md). The
         trackers are fed all-reduced values, so every replica's hold the
         run's numbers: across processes they are read in a replica context,
         where each reads its own, and the first local replica's are returned.
