@@ -1,0 +1,228 @@
+"""The README's and the guides' code runs as written, and their commands parse.
+
+Each page's python blocks run in order in one namespace, in an empty folder
+that holds the images the pages name (`my_images/`: a flat folder of photos;
+`my_classes/`: one subfolder per class). Two changes make them short, and
+only these: `epochs=N` becomes `epochs=1`, and `image_budget=N` becomes
+`image_budget=1_024`. The migration guide has its own test
+(`test_migration.py`); the callbacks guide's example runs below with checks
+of what each callback did.
+"""
+
+import ast
+import os
+import pathlib
+import re
+import shlex
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from conftest import batches, colour_folder, photo_folder, random_images, tiny_gan
+
+import keras_tpugan as ktg
+from keras_tpugan.cli import main as cli
+from keras_tpugan.runs.config import TrainConfig
+
+pytestmark = pytest.mark.both_backends
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+GUIDES = DOCS / "guides"
+
+# Every guide, and how its python blocks are tested: on both backends, on
+# one, or by a test of their own.
+PAGES = {
+    "README.md": "test_the_readme_quickstart_trains_and_saves",
+    "guides/own-data.md": "both",
+    "guides/models-and-recipe.md": "both",
+    "guides/quality-metrics.md": "both",
+    "guides/checkpoints-and-resume.md": "both",
+    "guides/distributed.md": "both",
+    "guides/hyperparameter-search.md": "both",
+    # Its example picks the JAX backend before Keras is imported.
+    "guides/tpu-and-jax.md": "jax",
+    "guides/cli.md": "no python",
+    "guides/callbacks.md": "test_the_keras_callbacks_example_runs",
+    "guides/migrating.md": "test_migration.py",
+}
+
+
+def _path(page):
+    return README if page == "README.md" else DOCS / page
+
+
+def _python_blocks(page):
+    return re.findall(r"```python\n(.*?)```", _path(page).read_text(), re.S)
+
+
+def _shortened(code):
+    code = re.sub(r"\bepochs=\d+", "epochs=1", code)
+    return re.sub(r"\bimage_budget=[\d_]+", "image_budget=1_024", code)
+
+
+def _run_page(page, folder):
+    """Runs the page's python blocks in `folder`; returns their namespace."""
+    photo_folder(folder / "my_images", 64, shape=(40, 30, 3))
+    colour_folder(folder / "my_classes", classes=2, per_class=64)
+    environ = dict(os.environ)
+    cwd = os.getcwd()
+    os.chdir(folder)
+    scope = {}
+    try:
+        for code in _python_blocks(page):
+            exec(compile(_shortened(textwrap.dedent(code)), page, "exec"), scope)
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+    return scope
+
+
+def test_every_guide_is_tested():
+    on_disk = {f"guides/{p.name}" for p in GUIDES.glob("*.md")}
+    listed = {page for page in PAGES if page.startswith("guides/")}
+    assert on_disk == listed
+    for page, how in PAGES.items():
+        has_python = bool(_python_blocks(page))
+        assert has_python == (how != "no python"), page
+
+
+@pytest.mark.parametrize(
+    "page", [page for page, how in PAGES.items() if how == "both"]
+)
+def test_the_page_runs_on_both_backends(page, tmp_path, classifier_dir):
+    """Slow (10-40 s a page): each trains a GAN or two for an epoch."""
+    scope = _run_page(page, tmp_path)
+    assert isinstance(scope.get("gan"), ktg.GAN) or "best" in scope, page
+
+
+def test_the_readme_quickstart_trains_and_saves(tmp_path):
+    scope = _run_page("README.md", tmp_path)
+    assert scope["images"].shape == (16, 32, 32, 3)
+    assert scope["images"].min() >= -1 and scope["images"].max() <= 1
+    assert (tmp_path / "runs/mine/samples/epoch_0001.png").exists()
+    assert (tmp_path / "runs/mine/history.csv").exists()
+    loaded = keras.saving.load_model(tmp_path / "runs/mine/gan.keras")
+    np.testing.assert_allclose(loaded.generate(4, seed=1), scope["gan"].generate(4, seed=1))
+
+
+@pytest.mark.jax_only
+def test_the_jax_page_runs(tmp_path):
+    scope = _run_page("guides/tpu-and-jax.md", tmp_path)
+    assert keras.backend.backend() == "jax"
+    assert scope["gan"].optimizer.iterations.numpy() > 0
+    assert list((tmp_path / "runs/x/samples").glob("epoch_*.png"))
+
+
+@pytest.mark.tensorflow_only  # its TensorBoard callback needs TensorFlow
+def test_the_keras_callbacks_example_runs(tmp_path, classifier_dir, capsys):
+    """Slow (about 20-25 s): the example trains for three epochs with every
+    callback, TensorBoard included (run as written, epochs too)."""
+    (code,) = _python_blocks("guides/callbacks.md")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        scope = {}
+        exec(compile(code, "guides/callbacks.md", "exec"), scope)
+    finally:
+        os.chdir(cwd)
+    logged = scope["history"].history
+    assert len(logged["fcd"]) == 3 and all(np.isfinite(logged["fcd"]))
+    assert len(logged["val_d_real"]) == 3
+    assert logged["g_learning_rate"][1] == pytest.approx(
+        logged["g_learning_rate"][0] * 0.95, rel=1e-5
+    )
+    assert (tmp_path / "runs/callbacks/best.weights.h5").exists()
+    assert (tmp_path / "runs/callbacks/log.csv").read_text().count("\n") == 4
+    assert list((tmp_path / "runs/callbacks/tensorboard").rglob("*tfevents*"))
+    assert not (tmp_path / "runs/callbacks/backup").exists()  # done: removed
+    printed = capsys.readouterr().out
+    assert "'val_d_real'" not in printed and "'d_real'" in printed
+
+
+def test_the_adversarial_loss_example_trains_and_saves(tmp_path):
+    """The models guide's extension point for a new objective, as written."""
+    text = (GUIDES / "models-and-recipe.md").read_text()
+    start = text.index("- Extension points:")
+    code = re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
+    ds = batches(random_images(8), 8, repeat=1)
+
+    def trained(loss=None):
+        keras.utils.set_random_seed(3)
+        gan = tiny_gan(compile_kwargs={"jit_compile": True})
+        scope = {"keras": keras, "ktg": ktg, "gan": gan}
+        if loss is None:  # the guide's block: the class, then gan.compile
+            exec(compile(textwrap.dedent(code), "models-and-recipe.md", "exec"), scope)
+        else:
+            gan.compile(loss=loss, jit_compile=True)
+        return gan, gan.fit(ds, epochs=2, verbose=0).history
+
+    gan, history = trained()
+    assert type(gan.adversarial_loss).__name__ == "MinimaxLoss"
+    _, reference = trained("non_saturating")
+    # The discriminator's objective is non-saturating's: the same first step.
+    np.testing.assert_allclose(history["d_loss"][0], reference["d_loss"][0], rtol=1e-5)
+    assert all(g < 0 for g in history["g_loss"])  # -softplus: the user's own
+    gan.save(tmp_path / "gan.keras")
+    loaded = keras.saving.load_model(tmp_path / "gan.keras")
+    assert type(loaded.adversarial_loss) is type(gan.adversarial_loss)
+    assert loaded.adversarial_loss.name == "minimax"
+
+
+def _commands():
+    """Every `keras-tpugan ...` line of the README's and the docs' shell
+    blocks, continuation lines joined: (page, argv)."""
+    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    for path in pages:
+        for block in re.findall(r"```bash\n(.*?)```", path.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                    words = words[1:]  # KERAS_BACKEND=jax keras-tpugan ...
+                if words[:1] == ["keras-tpugan"]:
+                    yield path.relative_to(ROOT).as_posix(), words[1:]
+
+
+COMMANDS = list(_commands())
+
+
+def test_the_docs_show_every_command():
+    shown = {argv[0] for _, argv in COMMANDS if argv}
+    assert shown >= {"train", "settings", "sample", "sweep", "tune", "bench", "launch"}
+
+
+@pytest.mark.parametrize(
+    "page, argv", COMMANDS, ids=[" ".join(argv)[:60] for _, argv in COMMANDS]
+)
+def test_the_docs_commands_parse(page, argv):
+    """The command's flags exist, and each `--set KEY=VALUE` names a setting."""
+    args = cli._parser().parse_args(argv)
+    fields = set(TrainConfig.__dataclass_fields__)
+    for setting in getattr(args, "set", None) or []:
+        key = setting.split("=", 1)[0]
+        assert key in fields, f"{page}: --set {key} is not a setting"
+
+
+def test_the_readme_is_short_and_starts_with_your_own_folder():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200
+    quickstart = lines.index("```python")
+    assert quickstart < 80
+    assert "my_images/" in lines[quickstart + 5]
+
+
+def test_every_public_module_has_a_reference_page():
+    """`docs/gen_pages.py` writes a page for each module it lists; every
+    module of the package's public API is among them."""
+    tree = ast.parse((DOCS / "gen_pages.py").read_text())
+    (listed,) = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "PUBLIC_MODULES"
+    ]
+    modules = {module for section in listed.values() for module in section}
+    public = {module or f"keras_tpugan.{name}" for name, module in ktg._API.items()}
+    assert public <= modules
