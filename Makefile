@@ -33,8 +33,8 @@ demo: install
 	$(BIN)/keras-tpugan train --preset demo --out runs/demo
 
 lint: install
-	$(BIN)/ruff check keras_tpugan tests benchmarks notebooks
-	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks
+	$(BIN)/ruff check keras_tpugan tests benchmarks notebooks docs/gen_pages.py
+	$(BIN)/ruff format --check keras_tpugan tests benchmarks notebooks docs/gen_pages.py
 	$(BIN)/lint-imports --no-cache --no-logo
 
 # The site (mkdocs.yml): --strict fails on a broken link, a page missing

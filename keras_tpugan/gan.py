@@ -82,8 +82,8 @@ class GAN(BackendGANStep, keras.Model):
             fresh latents. `"simultaneous"`: the TensorFlow DCGAN
             tutorial's step, both losses from one generator forward and
             both networks updated from the same weights (about a quarter
-            fewer FLOPs per step; needs `discriminator_steps=1`). The README
-            compares their quality.
+            fewer FLOPs per step; needs `discriminator_steps=1`). The docs'
+            ablations page (results/ablations.md) compares their quality.
         augment: A `keras_tpugan.DiffAugment` (or a policy string such as
             `"translation,cutout"`): real and generated images reach the
             discriminator through the same random, differentiable

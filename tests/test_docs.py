@@ -90,9 +90,7 @@ def test_every_guide_is_tested():
         assert has_python == (how != "no python"), page
 
 
-@pytest.mark.parametrize(
-    "page", [page for page, how in PAGES.items() if how == "both"]
-)
+@pytest.mark.parametrize("page", [page for page, how in PAGES.items() if how == "both"])
 def test_the_page_runs_on_both_backends(page, tmp_path, classifier_dir):
     """Slow (10-40 s a page): each trains a GAN or two for an epoch."""
     scope = _run_page(page, tmp_path)
@@ -106,7 +104,9 @@ def test_the_readme_quickstart_trains_and_saves(tmp_path):
     assert (tmp_path / "runs/mine/samples/epoch_0001.png").exists()
     assert (tmp_path / "runs/mine/history.csv").exists()
     loaded = keras.saving.load_model(tmp_path / "runs/mine/gan.keras")
-    np.testing.assert_allclose(loaded.generate(4, seed=1), scope["gan"].generate(4, seed=1))
+    np.testing.assert_allclose(
+        loaded.generate(4, seed=1), scope["gan"].generate(4, seed=1)
+    )
 
 
 @pytest.mark.jax_only
@@ -226,3 +226,30 @@ def test_every_public_module_has_a_reference_page():
     modules = {module for section in listed.values() for module in section}
     public = {module or f"keras_tpugan.{name}" for name, module in ktg._API.items()}
     assert public <= modules
+
+
+@pytest.mark.tensorflow_only  # once is enough: the wheel holds no backend code
+def test_make_wheel_builds_a_wheel_with_the_assets_and_the_licence(tmp_path):
+    """The wheel the install page points Colab users to (`make wheel` runs
+    `python -m build --wheel`) holds every module, the offline MNIST subset,
+    the shipped classifier and the licence."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), ROOT],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("keras_tpugan-*-py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    sources = {
+        str(path.relative_to(ROOT)) for path in (ROOT / "keras_tpugan").rglob("*.py")
+    }
+    assert sources <= names
+    assert {
+        "keras_tpugan/assets/mnist_5k.csv.gz",
+        "keras_tpugan/assets/mnist_classifier_v1.keras",
+    } <= names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)

@@ -14,8 +14,8 @@ Both are set, so the command may run either backend; `get_strategy("auto")`
 picks the multi-process strategy when it finds them. The output of every
 process is streamed with its rank in front, and the launch fails when any
 process does, naming the rank and how it ended. On real clusters the same
-variables come from the cluster (see the README's recipes); this launcher
-is not needed there.
+variables come from the cluster (see the recipes in
+docs/guides/distributed.md); this launcher is not needed there.
 """
 
 import json

@@ -5,7 +5,7 @@ one; the command line's presets of the same names hold these settings and
 add the data and the schedule. Each part won its ablation on MNIST (a batch-normalized
 generator, a spectrally normalized discriminator, Adam with `beta_1 = 0`,
 a generator average over a fixed span of images); the measurements are in
-the docs' design notes.
+the docs' ablations page (docs/results/ablations.md).
 """
 
 import keras

@@ -67,5 +67,5 @@ PRESETS["images"] = {
     "epochs": 30,
 }
 # The demo, class-conditional: one row per class in the grids. 120 epochs:
-# its classifier score passes 9 within 5 (README).
+# its classifier score passes 9 within 5 (docs/results/demo.md).
 PRESETS["demo-conditional"] = {**PRESETS["demo"], "conditional": True, "epochs": 120}

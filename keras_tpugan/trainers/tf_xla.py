@@ -36,7 +36,8 @@ def resolve_jit_compile(jit_compile, strategy, generator, discriminator):
     )
     if jit_compile == "auto" and not _has_accelerator():
         # Keras's own "auto": no XLA on CPU-only machines, where it
-        # often makes a model slower (README, "XLA and jit_compile").
+        # often makes a model slower (docs/results/throughput-and-peers.md,
+        # "XLA and jit_compile").
         return False
     if not conflict:
         return jit_compile is not False
