@@ -139,6 +139,7 @@ _COSTLIEST_FIRST = {
             "test_multiprocess.py",
             "test_gan.py",
             "test_cli.py",
+            "test_docs.py",
             "test_bench.py",
             "test_notebooks.py",
             "test_callbacks.py",

@@ -35,8 +35,9 @@ SETTINGS = [
     # the few weights whose gradient is about zero it turns the rounding of
     # the sum over processes into steps. With Adam on TensorFlow, 17 of the
     # 25,088 weights of the generator's first layer ended up to 2.1e-5 apart
-    # on one host (with or without XLA) and within 1e-5 on another (docs/design/replicas.md). LARS scales each layer's step by the layer's gradient norm,
-    # and the rounding stays rounding.
+    # on one host (with or without XLA) and within 1e-5 on another
+    # (docs/design/replicas.md). LARS scales each layer's step by the
+    # layer's gradient norm, and the rounding stays rounding.
     "optimizer=lars",
     # Plumbing, not quality: the smallest networks, 4 steps an epoch and
     # 2 of validation.
