@@ -1,7 +1,7 @@
 """keras_tpugan against the TF DCGAN tutorial loop and the keras-io pattern.
 
 Usage:
-    python benchmarks/peers.py                        # docs/results/throughput-and-peers.md
+    python benchmarks/peers.py   # the table of docs/results/throughput-and-peers.md
     python benchmarks/peers.py --batch-sizes 16 --repeats 2 --csv peers.csv
 
 The same as `keras-tpugan bench --peers`; see `keras_tpugan.bench.peers` for what is

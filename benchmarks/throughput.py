@@ -1,7 +1,7 @@
 """Throughput of the default MNIST GAN: images/s, FLOP/s and ratios, in one run.
 
 Usage:
-    python benchmarks/throughput.py                       # docs/results/throughput-and-peers.md
+    python benchmarks/throughput.py   # docs/results/throughput-and-peers.md
     python benchmarks/throughput.py --batch-sizes 64 --steps 5 --csv out.csv
 
 The same as `keras-tpugan bench`; see `keras_tpugan.bench.throughput` for what is
