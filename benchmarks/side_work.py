@@ -46,11 +46,12 @@ from keras_tpugan import callbacks  # noqa: E402
 from keras_tpugan.runs import train as train_module  # noqa: E402
 from keras_tpugan.runs.config import TrainConfig  # noqa: E402
 from keras_tpugan.runs.snapshots import Snapshots  # noqa: E402
+from keras_tpugan.runs.timed_backup import TimedBackup  # noqa: E402
 
 # Each kind of side work: the callback classes whose epoch-end (and
 # train-end) work it is.
 KINDS = {
-    "backup": (keras.callbacks.BackupAndRestore,),
+    "backup": (TimedBackup,),
     "snapshot": (Snapshots,),
     "grid": (callbacks.SampleGrid,),
     "curves": (callbacks.LossCurves,),

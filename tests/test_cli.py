@@ -713,29 +713,34 @@ def test_a_time_budget_stops_after_an_epoch_and_resume_finishes_exactly(
     assert grid.exists()
 
 
-def test_a_damaged_backup_is_named_and_the_run_goes_on_from_its_last_snapshot(
+def test_a_damaged_backup_is_named_and_the_run_goes_on_from_a_named_snapshot(
     tmp_path, capsys
 ):
     """Slow (about 15-25 s): three small runs (one whole; one stopped by its
     time budget after epoch 1 of 3, whose backup is then torn; the same run
-    resumed from its snapshot once the backup is moved away)."""
+    resumed from its snapshot with --resume-from)."""
     argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "1"]
     argv += ["--set", "num_replicas=1"]
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
     run = tmp_path / "run"
     assert cli.main([*argv, "--time-budget", "0.001", "--out", str(run)]) == 0
-    for name in os.listdir(run / "backup"):  # both copies of the epoch record
-        if name.startswith("training_metadata"):
-            (run / "backup" / name).write_text('{"epoch')
+    (record,) = (run / "backup").glob("epoch_*/state.json")
+    record.write_text('{"epoch')
     capsys.readouterr()
     assert cli.main([*argv, "--resume", "--out", str(run)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("keras-tpugan: error: Expected a readable backup in ")
-    assert "JSONDecodeError" in err and "last snapshot" in err and "\n" not in err
-    os.rename(run / "backup", tmp_path / "damaged_backup")
-    assert cli.main([*argv, "--resume", "--out", str(run)]) == 0
+    assert err.startswith("keras-tpugan: error: Expected a whole backup in ")
+    assert "JSONDecodeError" in err and "\n" not in err
+    assert "--resume-from snapshots/gan_epoch_0001.keras" in err
+    assert "another folder" in err
+    # A name that is not one of the run's snapshots is refused.
+    assert cli.main([*argv, "--resume-from", "gan.keras", "--out", str(run)]) == 2
+    assert "Received: resume_from='gan.keras', no such file" in capsys.readouterr().err
+    resume_from = ["--resume-from", "snapshots/gan_epoch_0001.keras"]
+    assert cli.main([*argv, *resume_from, "--out", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["resumed_at_epoch"] == 1 and summary["epochs_completed"] == 3
+    assert (run / "backup_set_aside" / record.parent.name).is_dir()  # kept
     _assert_same_state(run, tmp_path / "whole")
 
 
@@ -760,14 +765,11 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
 
     whole = start(tmp_path / "whole")
     killed = start(tmp_path / "run")
-    metadata = tmp_path / "run" / "backup" / "training_metadata.json"
+    backup = tmp_path / "run" / "backup"
     deadline = time.monotonic() + 300
     while killed.poll() is None and time.monotonic() < deadline:
-        try:
-            if json.loads(metadata.read_text())["epoch"] >= 2:
-                break
-        except (OSError, ValueError):
-            pass
+        if list(backup.glob("epoch_*[2-9]/state.json")):  # epoch 2 or later
+            break
         time.sleep(0.02)
     killed.send_signal(signal.SIGKILL)
     assert killed.wait(60) == -signal.SIGKILL, killed.stderr.read()[-3000:]
@@ -779,3 +781,44 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["resumed_at_epoch"] >= 2
     _assert_same_state(tmp_path / "run", tmp_path / "whole")
+
+
+def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
+    tmp_path, capsys, monkeypatch
+):
+    """Slow (about 15-25 s): a whole run; the same run whose backup's write
+    after epoch 2 finds the disk full; the run folder copied elsewhere and
+    resumed there."""
+    import errno
+    import shutil
+
+    from keras_tpugan.runs import timed_backup
+
+    argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "0"]
+    argv += ["--set", "num_replicas=1", "--set", "backup_minutes=0"]
+    assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    dump = json.dump
+
+    def full_at_epoch_2(payload, f, **kwargs):  # the backup's record of epoch 2
+        if isinstance(payload, dict) and payload.keys() == {"epoch", "sha256"}:
+            if payload["epoch"] == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
+        dump(payload, f, **kwargs)
+
+    monkeypatch.setattr(timed_backup.json, "dump", full_at_epoch_2)
+    run = tmp_path / "run"
+    capsys.readouterr()
+    assert cli.main([*argv, "--out", str(run)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("keras-tpugan: error: could not write ")
+    assert "state.json': No space left on device (" in err and "MiB free there)" in err
+    assert f"The traceback is in {run / 'error.log'}." in err
+    assert "Traceback" in (run / "error.log").read_text()
+    monkeypatch.setattr(timed_backup.json, "dump", dump)
+    assert [e for e, _ in timed_backup.TimedBackup(run / "backup", 0).backups()] == [1]
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(run, elsewhere)
+    assert cli.main([*argv, "--resume", "--out", str(elsewhere)]) == 0
+    summary = json.loads((elsewhere / "summary.json").read_text())
+    assert summary["resumed_at_epoch"] == 1 and summary["epochs_completed"] == 3
+    _assert_same_state(elsewhere, tmp_path / "whole")

@@ -45,9 +45,13 @@ class _Saved(keras.callbacks.Callback):
         self.backup_dir, self.epochs = backup_dir, []
 
     def on_epoch_end(self, epoch, logs=None):
-        path = os.path.join(self.backup_dir, "training_metadata.json")
-        saved = json.load(open(path))["epoch"] if os.path.exists(path) else None
-        self.epochs.append(saved)
+        self.epochs.append(_newest(self.backup_dir))
+
+
+def _newest(backup_dir):
+    """The epoch of the newest backup in `backup_dir`, or None."""
+    found = timed_backup.TimedBackup(backup_dir, minutes=0).backups()
+    return found[0][0] if found else None
 
 
 def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
@@ -73,8 +77,11 @@ def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
     # Backed up at the end of epoch 2 (1 minute on) and 4 (2.5 on), then at
     # the end of training (epoch 5 was not yet backed up).
     assert saved.epochs == [None, 2, 2, 4, 4]
-    metadata = json.load(open(os.path.join(backup_dir, "training_metadata.json")))
-    assert metadata["epoch"] == 5
+    assert _newest(backup_dir) == 5
+    # The two newest are kept, each whole.
+    assert sorted(os.listdir(backup_dir)) == ["epoch_000004", "epoch_000005"]
+    record = json.load(open(os.path.join(backup_dir, "epoch_000005", "state.json")))
+    assert record["epoch"] == 5 and len(record["sha256"]) == 64
     # Every epoch with 0 minutes.
     every = _Saved(str(tmp_path / "every"))
     gan.fit(

@@ -13,8 +13,13 @@ is given.
 """
 
 import argparse
+import errno
 import os
+import re
+import shutil
 import sys
+import tempfile
+import traceback
 import warnings
 
 import keras_tpugan
@@ -169,6 +174,10 @@ def _run(argv):
     except Exception as e:
         from keras_tpugan import distribute
 
+        failed_write = _failed_write(e)
+        if failed_write is not None:
+            _report_failed_write(e, *failed_write, args)
+            return 1
         if distribute.is_out_of_memory(e):
             print(
                 "keras-tpugan: error: out of memory; use a smaller batch size "
@@ -177,6 +186,76 @@ def _run(argv):
             )
             return 1
         raise
+
+
+# The errors of a write that more room or another folder would let through.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _failed_write(error):
+    """`(path or None, strerror)` when `error` (or one it was raised from)
+    is a write refused for want of space or permission, else None.
+
+    HDF5 (the backups' weights) reports its I/O errors in its own words
+    ("file write failed: ..., filename = '...', errno = 28, ..."): the
+    errno and the file are read from them."""
+    while error is not None:
+        if isinstance(error, OSError):
+            code, path = error.errno, error.filename
+            if code is None:
+                found = re.search(r"errno = (\d+)", str(error))
+                code = int(found.group(1)) if found else None
+                named = re.search(r"filename = '([^']+)'", str(error))
+                path = named.group(1) if named else None
+            if code in _WRITE_ERRORS:
+                return path or _path_in_writer(error), os.strerror(code)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _path_in_writer(error):
+    """The `path` the package's innermost frame of `error`'s traceback was
+    writing (a grid's or a figure's), or None."""
+    path, frame = None, error.__traceback__
+    while frame is not None:
+        code = frame.tb_frame.f_code
+        written = frame.tb_frame.f_locals.get("path")
+        if code.co_filename.startswith(_PACKAGE_DIR) and isinstance(written, str):
+            path = written
+        frame = frame.tb_next
+    return path
+
+
+def _report_failed_write(error, path, reason, args):
+    """One line for a failed write (the file, the free space, what to do);
+    the traceback goes to `error.log` in the run folder (or the temporary
+    folder when that cannot be written), or to stderr with `--verbose`."""
+    out = getattr(args, "out", None)
+    where = os.path.dirname(os.path.abspath(path)) if path else out or "."
+    while not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    free = shutil.disk_usage(where).free / 2**20
+    trace = "".join(traceback.format_exception(error))
+    log = None
+    if getattr(args, "verbose", False):
+        print(trace, file=sys.stderr, end="")
+    else:
+        for folder in (out, tempfile.gettempdir()):
+            try:
+                log = os.path.join(folder, "error.log")
+                with open(log, "w") as f:
+                    f.write(trace)
+                break
+            except (OSError, TypeError):
+                log = None
+    print(
+        f"keras-tpugan: error: could not write {path or 'a file under ' + where!r}: "
+        f"{reason} ({free:.1f} MiB free there). Files written before it are "
+        "whole, the last backup included: make room (or copy the run folder "
+        "elsewhere) and continue with --resume."
+        + (f" The traceback is in {log}." if log else ""),
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

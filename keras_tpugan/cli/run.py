@@ -64,6 +64,14 @@ def add_parsers(command):
         action="store_true",
         help="continue the unfinished run in --out from its last completed epoch",
     )
+    train.add_argument(
+        "--resume-from",
+        default=None,
+        metavar="SNAPSHOT",
+        help="continue the run in --out from this snapshot of it (such as "
+        "snapshots/gan_epoch_0030.keras) instead of its backup, which is set "
+        "aside (default: none)",
+    )
     train.add_argument("--out", required=True, help="run directory")
     train.add_argument("--quiet", action="store_true", help="one line per epoch")
 
@@ -115,6 +123,7 @@ def _train(args):
         verbose=2 if args.quiet else "auto",
         resume=args.resume,
         time_budget_seconds=args.time_budget,
+        resume_from=args.resume_from,
     )
     print(json.dumps(summary, indent=2))
     print(f"keras-tpugan: wrote {args.out}/")
@@ -122,7 +131,11 @@ def _train(args):
         print(
             f"keras-tpugan: stopped by --time-budget after epoch "
             f"{summary['epochs_completed']} of {summary['epochs']}; to continue, "
-            "run the same command" + ("" if args.resume else " with --resume")
+            + (
+                "run the same command with --resume instead of --resume-from"
+                if args.resume_from
+                else "run the same command" + ("" if args.resume else " with --resume")
+            )
         )
     return 0
 

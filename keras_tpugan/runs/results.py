@@ -169,6 +169,10 @@ def replaced_whole(path):
     try:
         yield partial
         os.replace(partial, path)
+    except OSError as e:
+        if e.filename is None:  # name the file whose write failed
+            e.filename = os.fspath(path)
+        raise
     finally:
         if os.path.exists(partial):
             os.remove(partial)

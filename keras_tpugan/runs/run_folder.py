@@ -4,29 +4,35 @@ unfinished one without its backup)."""
 
 import json
 import os
+import shutil
 
 import keras
 
-from keras_tpugan.runs.snapshots import latest_snapshot, snapshot_path
+from keras_tpugan.runs.snapshots import latest_snapshot, snapshot_epoch, snapshot_path
 
-# Under the run folder: the backup `TimedBackup` (Keras's `BackupAndRestore`)
-# writes every few minutes, at an epoch's end.
+# Under the run folder: the backups `TimedBackup` writes every few minutes,
+# at an epoch's end; a backup set aside by `resume_from`.
 BACKUP = "backup"
+SET_ASIDE = "backup_set_aside"
 
 
-def check_run_folder(config, workdir, resume):
+def check_run_folder(config, workdir, resume, resume_from=None):
     """Refuses what would overwrite or mix runs.
 
     Args:
         config: The run's `TrainConfig`.
         workdir: The run folder.
         resume: Whether the run is to be continued.
+        resume_from: A snapshot of the run to continue from instead of its
+            backup (a path, or one relative to `workdir` such as
+            `snapshots/gan_epoch_0030.keras`); implies `resume`.
 
     Returns:
-        `(snapshot, epochs)` when `resume` trains on from a snapshot (a
-        finished run to more epochs, or an unfinished one without its
-        backup, from its latest), else None.
+        `(snapshot, epochs)` when the run trains on from a snapshot (a
+        finished run to more epochs, an unfinished one without its backup
+        from its latest, or `resume_from`), else None.
     """
+    resume = resume or resume_from is not None
     backup = os.path.join(workdir, BACKUP)
     saved = os.path.join(workdir, "config.json")
     finished = epochs_finished(workdir)
@@ -72,8 +78,10 @@ def check_run_folder(config, workdir, resume):
             f"(epochs may grow). Received: other settings ({changes}). Resume "
             "with the command that started it, or train into another folder."
         )
+    if resume_from is not None:
+        return _named_snapshot(config, workdir, resume_from)
     if os.path.isdir(backup):
-        return None  # `BackupAndRestore` continues from its last epoch
+        return None  # `TimedBackup` continues from its last whole backup
     if finished is None:
         # An unfinished run without its backup (stopped before its first
         # backup, or its damaged backup moved away): on from its last
@@ -100,6 +108,45 @@ def check_run_folder(config, workdir, resume):
             "it on. Received: no such file. Train into another folder."
         )
     return snapshot, finished
+
+
+def _named_snapshot(config, workdir, resume_from):
+    path = os.fspath(resume_from)
+    if not os.path.isfile(path) and not os.path.isabs(path):
+        path = os.path.join(workdir, path)
+    epoch = snapshot_epoch(path)
+    if not os.path.isfile(path) or epoch is None:
+        raise ValueError(
+            f"Expected a snapshot of the run in {workdir!r} to resume from "
+            "(snapshots/gan_epoch_NNNN.keras). Received: resume_from="
+            f"{os.fspath(resume_from)!r}, "
+            + ("not a snapshot's name." if os.path.isfile(path) else "no such file.")
+            + " Name one of the files in its snapshots/ folder."
+        )
+    if epoch >= config.epochs:
+        raise ValueError(
+            f"Expected a snapshot before the run's last epoch ({config.epochs}) "
+            f"to resume from. Received: {path!r}, of epoch {epoch}. Raise "
+            "--epochs (epochs=...) to train on from it."
+        )
+    return path, epoch
+
+
+def set_backup_aside(workdir):
+    """Moves the run's backup to `backup_set_aside/` (replacing an earlier
+    one), so that a run resumed from a named snapshot backs up afresh.
+
+    Returns:
+        The folder it was moved to, or None when the run had no backup.
+    """
+    backup = os.path.join(workdir, BACKUP)
+    if not os.path.isdir(backup):
+        return None
+    aside = os.path.join(workdir, SET_ASIDE)
+    if os.path.isdir(aside):
+        shutil.rmtree(aside)
+    os.rename(backup, aside)
+    return aside
 
 
 def epochs_finished(workdir):

@@ -1,6 +1,6 @@
 """`Snapshots`: the whole GAN saved every few epochs and after the last.
 
-`snapshot_path` and `latest_snapshot` are the one place that knows the
+`snapshot_path`, `snapshot_epoch` and `latest_snapshot` are the one place that knows the
 snapshots' names (`snapshots/gan_epoch_NNNN.keras`).
 """
 
@@ -55,14 +55,18 @@ def snapshot_path(directory, epoch):
     return os.path.join(directory, f"gan_epoch_{epoch:04d}.keras")
 
 
+def snapshot_epoch(path):
+    """The epoch of the snapshot at `path` (from its name), or None when the
+    name is not a snapshot's."""
+    match = re.fullmatch(r"gan_epoch_(\d+)\.keras", os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
 def latest_snapshot(directory):
     """`(path, epochs)` of the latest snapshot in `directory` (by its epoch),
     or None when it holds none (or does not exist)."""
-    epochs = [
-        int(match.group(1))
-        for name in (os.listdir(directory) if os.path.isdir(directory) else ())
-        if (match := re.fullmatch(r"gan_epoch_(\d+)\.keras", name))
-    ]
+    names = os.listdir(directory) if os.path.isdir(directory) else ()
+    epochs = [epoch for name in names if (epoch := snapshot_epoch(name)) is not None]
     if not epochs:
         return None
     return snapshot_path(directory, max(epochs)), max(epochs)

@@ -1,45 +1,192 @@
-"""`TimedBackup`: the run's backup for `--resume`, on the clock."""
+"""`TimedBackup`: the run's backup for `--resume`, on the clock, written whole."""
 
+import hashlib
+import json
+import os
+import re
+import shutil
 import time
+import warnings
 
 import keras
 
+# Each backup is a folder of the GAN's weights and its record, written last.
+WEIGHTS = "gan.weights.h5"
+RECORD = "state.json"
+_FOLDER = re.compile(r"epoch_(\d+)")
 
-class TimedBackup(keras.callbacks.BackupAndRestore):
-    """`BackupAndRestore` on the clock: it backs up at the end of the first
-    epoch `minutes` after its last backup (every epoch with 0), and at the
-    end of training when the last epochs were not backed up (a run stopped
-    by its time budget resumes from where it stopped). Two copies, kept
-    after training (`train` removes them when the run is finished)."""
+
+class TimedBackup(keras.callbacks.Callback):
+    """The run's backup, on the clock: restored before training, written whole.
+
+    It backs up at the end of the first epoch `minutes` after its last backup
+    (every epoch with 0), and at the end of training when the last epochs
+    were not backed up (a run stopped by its time budget resumes from where
+    it stopped). Each backup is a folder, `epoch_NNNNNN/`: the whole GAN's
+    weights (`gan.weights.h5`: both networks, both optimizers, the EMA
+    generator, the step counter that keys the latents) and a record written
+    last (`state.json`: the epoch and the weights file's SHA-256). The
+    folder is built under a temporary name and renamed into place, and the
+    two newest are kept, so a kill or a full disk at any moment leaves the
+    last whole backup as it was.
+
+    Written here rather than taken from `keras.callbacks.BackupAndRestore`,
+    which overwrites its two files in place (after copying them aside) and
+    falls back to the older copy only when the weights file cannot be
+    opened: a torn epoch record, or a weights file written in part, stops
+    its resume.
+
+    Resuming is two calls: `restore_epoch()` before `fit`, which picks the
+    newest whole backup (a damaged newer one is named in a warning) and
+    returns its epoch for `fit(initial_epoch=...)`; the callback loads that
+    backup's weights when training begins (once `fit` has built the
+    optimizers).
+
+    Args:
+        backup_dir: The folder of the backups (created at the first one).
+        minutes: Back up at the first epoch end this many minutes of
+            training after the last backup (0: every epoch).
+
+    Example:
+
+    ```python
+    backup = TimedBackup("runs/x/backup", minutes=5)
+    start = backup.restore_epoch()  # 0 when there is no backup yet
+    gan.fit(dataset, epochs=30, initial_epoch=start, callbacks=[backup])
+    ```
+    """
 
     def __init__(self, backup_dir, minutes):
-        super().__init__(backup_dir, double_checkpoint=True, delete_checkpoint=False)
+        super().__init__()
+        self.backup_dir = os.fspath(backup_dir)
         self.minutes = minutes
+        self._restore_from = None
+
+    def backups(self):
+        """`[(epoch, folder), ...]` of the backups in `backup_dir`, newest
+        first (whole or not: `restore_epoch` checks them)."""
+        if not os.path.isdir(self.backup_dir):
+            return []
+        found = [
+            (int(match.group(1)), os.path.join(self.backup_dir, name))
+            for name in os.listdir(self.backup_dir)
+            if (match := _FOLDER.fullmatch(name))
+        ]
+        return sorted(found, reverse=True)
+
+    def restore_epoch(self):
+        """Picks the newest whole backup to resume from.
+
+        Returns:
+            Its epoch (the epochs it has trained), or 0 when `backup_dir`
+            holds no backup. The callback loads its weights when `fit`
+            begins; pass the epoch to `fit(initial_epoch=...)`.
+
+        Raises:
+            ValueError: Every backup in `backup_dir` is damaged. The message
+                names the newest one and why.
+        """
+        self._restore_from = None
+        damaged = []
+        for epoch, folder in self.backups():
+            reason = check_backup(folder, epoch)
+            if reason is None:
+                if damaged:
+                    warnings.warn(
+                        f"The newest backup, {damaged[0][0]!r}, is damaged "
+                        f"({damaged[0][1]}); resuming from the older one, "
+                        f"{folder!r} (epoch {epoch}).",
+                        stacklevel=2,
+                    )
+                self._restore_from = folder
+                return epoch
+            damaged.append((folder, reason))
+        if damaged:
+            newest, reason = damaged[0]
+            raise ValueError(
+                f"Expected a whole backup in {self.backup_dir!r} to resume from. "
+                f"Received: {len(damaged)} damaged (the newest, {newest!r}: "
+                f"{reason})."
+            )
+        return 0
 
     def on_train_begin(self, logs=None):
-        try:
-            super().on_train_begin(logs)
-        except (OSError, ValueError, KeyError) as e:
-            # Both copies unreadable (Keras tries the older one after an I/O
-            # error), or the newest record of the epoch torn.
-            raise ValueError(
-                f"Expected a readable backup in {self.backup_dir!r} to resume "
-                f"from. Received: a damaged one ({type(e).__name__}: "
-                f"{str(e).splitlines()[0] if str(e) else 'no detail'}). Move "
-                "the run's backup folder away and resume again to train on from "
-                "its last snapshot (snapshots/), or train into another folder."
-            ) from e
+        if self._restore_from is not None:
+            self.model.load_weights(os.path.join(self._restore_from, WEIGHTS))
         self._backed_up_at, self._pending = time.monotonic(), None
 
     def on_epoch_end(self, epoch, logs=None):
         if time.monotonic() - self._backed_up_at >= self.minutes * 60:
-            super().on_epoch_end(epoch, logs)
-            self._backed_up_at, self._pending = time.monotonic(), None
+            self._back_up(epoch + 1)
         else:
-            self._pending = epoch
+            self._pending = epoch + 1
 
     def on_train_end(self, logs=None):
         if self._pending is not None:
-            super().on_epoch_end(self._pending, logs)
-            self._pending = None
-        super().on_train_end(logs)
+            self._back_up(self._pending)
+
+    def _back_up(self, epoch):
+        write_backup(self.model, self.backup_dir, epoch)
+        for _, older in self.backups()[2:]:  # the two newest are kept
+            shutil.rmtree(older, ignore_errors=True)
+        self._backed_up_at, self._pending = time.monotonic(), None
+
+
+def write_backup(model, backup_dir, epoch):
+    """Writes `model`'s weights as the backup after `epoch` epochs, whole or
+    not at all: into a temporary folder (the weights, then the record with
+    their checksum), renamed to `backup_dir/epoch_NNNNNN` once complete.
+
+    Returns:
+        The backup's folder.
+    """
+    os.makedirs(backup_dir, exist_ok=True)
+    final = os.path.join(backup_dir, f"epoch_{epoch:06d}")
+    partial = os.path.join(backup_dir, f".epoch_{epoch:06d}.{os.getpid()}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        os.makedirs(partial)
+        weights = os.path.join(partial, WEIGHTS)
+        model.save_weights(weights)
+        record = {"epoch": epoch, "sha256": _sha256(weights)}
+        with open(os.path.join(partial, RECORD), "w") as f:
+            json.dump(record, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.isdir(final):  # the same epoch backed up again
+            shutil.rmtree(final)
+        os.rename(partial, final)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return final
+
+
+def check_backup(folder, epoch):
+    """Why the backup in `folder` cannot be resumed from, or None when it is
+    whole: its record readable and of `epoch`, its weights file there with
+    the checksum the record holds."""
+    try:
+        with open(os.path.join(folder, RECORD)) as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        return f"no {RECORD}: its write did not finish"
+    except (OSError, ValueError) as e:
+        return f"{RECORD} unreadable, {type(e).__name__}: {e}"
+    if not isinstance(record, dict) or record.get("epoch") != epoch:
+        return f"{RECORD} is not the record of epoch {epoch}: {record!r:.80}"
+    weights = os.path.join(folder, WEIGHTS)
+    try:
+        digest = _sha256(weights)
+    except OSError as e:
+        return f"{WEIGHTS} unreadable, {type(e).__name__}: {e.strerror or e}"
+    if digest != record.get("sha256"):
+        return f"{WEIGHTS} differs from the checksum in {RECORD} (torn or changed)"
+    return None
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

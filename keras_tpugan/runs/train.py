@@ -11,7 +11,7 @@ from keras_tpugan import callbacks
 from keras_tpugan.runs import results, run_folder
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
-from keras_tpugan.runs.snapshots import Snapshots
+from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
 from keras_tpugan.runs.timed_backup import TimedBackup
 from keras_tpugan.tf_import import tensorflow
 
@@ -27,6 +27,7 @@ def train(
     extra_callbacks=(),
     resume=False,
     time_budget_seconds=None,
+    resume_from=None,
 ):
     """Trains a GAN as `config` says and writes everything under `workdir`.
 
@@ -53,13 +54,13 @@ def train(
 
     A run can be killed at any point and continued: at the end of the first
     epoch `config.backup_minutes` after the last backup, and when the run
-    stops early, `keras.callbacks.BackupAndRestore` saves the whole GAN
-    (both networks, both optimizers, the EMA generator, the step counter
-    that keys the latents) under `backup/` (`TimedBackup`), and
-    `resume=True` continues from the last epoch backed up with the weights
-    an uninterrupted run would have. The
-    backup is removed when every epoch has run (kept when the time budget
-    stopped the run). Every `config.snapshot_every` epochs, and at the end,
+    stops early, `TimedBackup` saves the whole GAN (both networks, both
+    optimizers, the EMA generator, the step counter that keys the latents)
+    under `backup/`, whole or not at all, keeping the two newest; and
+    `resume=True` continues from the newest whole backup (a damaged newer
+    one is named in a warning) with the weights an uninterrupted run would
+    have. The backups are removed when every epoch has run (kept when the
+    time budget stopped the run). Every `config.snapshot_every` epochs, and at the end,
     the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
     process; not yet with several); TensorBoard
     logs (the logged values per epoch) go to `tensorboard/` when TensorFlow
@@ -82,6 +83,10 @@ def train(
         time_budget_seconds: Stop at the end of the epoch in which this much
             training time has passed (`callbacks.TimeBudget`); `resume=True`
             continues the run later.
+        resume_from: Continue the run in `workdir` from this snapshot of it
+            (`snapshots/gan_epoch_NNNN.keras`, a path or one relative to
+            `workdir`) instead of its backup, which is moved to
+            `backup_set_aside/`; implies `resume`.
 
     Returns:
         The summary dict (also written to `summary.json`).
@@ -97,7 +102,8 @@ def train(
     """
     started = time.perf_counter()
     workdir = os.fspath(workdir)
-    warm_start = run_folder.check_run_folder(config, workdir, resume)
+    resume = resume or resume_from is not None
+    warm_start = run_folder.check_run_folder(config, workdir, resume, resume_from)
     run = prepare(config, strategy)
     info, placement = run.info, run.placement
     chief = placement.chief  # only the chief writes files
@@ -115,7 +121,14 @@ def train(
     backup_dir = os.path.join(workdir, run_folder.BACKUP)
     if processes > 1:  # one backup per process: each restores its own
         backup_dir = os.path.join(backup_dir, f"process_{placement.process_index}")
+    if resume_from is not None and chief:
+        aside = run_folder.set_backup_aside(workdir)
+        if aside:
+            logger.warning("the run's backup is set aside in %r.", aside)
     backup = TimedBackup(backup_dir, config.backup_minutes)
+    restored_epoch = 0
+    if resume and not warm_start:
+        restored_epoch = _restore_epoch(backup, workdir)
     budget = (
         None
         if time_budget_seconds is None
@@ -166,7 +179,7 @@ def train(
             )
         scoring = [quality]
     fit_started = time.perf_counter()
-    initial_epoch, extend = 0, []
+    initial_epoch, extend = restored_epoch, []
     if warm_start:  # on from a snapshot
         snapshot, initial_epoch = warm_start
         extend = [run_folder.WarmStart(snapshot)]
@@ -320,6 +333,25 @@ def _time_to_target(config, scoring):
         out["images_to_target"] = reached["images"]
         out["seconds_to_target"] = reached["seconds"]
     return out
+
+
+def _restore_epoch(backup, workdir):
+    """The epoch of the run's newest whole backup (0: none yet); when every
+    backup is damaged, a `ValueError` that says how to go on."""
+    try:
+        return backup.restore_epoch()
+    except ValueError as e:
+        latest = latest_snapshot(os.path.join(workdir, "snapshots"))
+        snapshot = (
+            f"snapshots/{os.path.basename(latest[0])}"
+            if latest
+            else "snapshots/gan_epoch_NNNN.keras"
+        )
+        raise ValueError(
+            f"{e} Resume from a snapshot of the run with --resume-from "
+            f"{snapshot} (resume_from= in Python), or train into another "
+            "folder."
+        ) from e
 
 
 def _tensorboard_available():

@@ -1,0 +1,203 @@
+"""The run's backup survives faults: a damaged newest backup falls back to
+the older one, and a write killed or failed at any point leaves the last
+whole backup as it was."""
+
+import errno
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+from conftest import batches, random_images, tiny_gan
+
+from keras_tpugan.runs import timed_backup
+from keras_tpugan.runs.timed_backup import TimedBackup
+
+pytestmark = pytest.mark.both_backends
+
+
+class _Weights(keras.callbacks.Callback):
+    """Keeps the GAN's weights after each epoch, by epoch number (1-based)."""
+
+    def __init__(self):
+        super().__init__()
+        self.after = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.after[epoch + 1] = [np.array(w) for w in self.model.get_weights()]
+
+
+@pytest.fixture(scope="module")
+def three_epochs(tmp_path_factory):
+    """A GAN trained 3 epochs with a backup every epoch (epochs 2 and 3
+    kept), and its weights after each epoch."""
+    backup_dir = str(tmp_path_factory.mktemp("run") / "backup")
+    weights = _Weights()
+    tiny_gan().fit(
+        batches(random_images(8), 4),
+        epochs=3,
+        verbose=0,
+        callbacks=[weights, TimedBackup(backup_dir, minutes=0)],
+    )
+    return backup_dir, weights.after
+
+
+def _copy(backup_dir, tmp_path):
+    import shutil
+
+    copy = str(tmp_path / "backup")
+    shutil.copytree(backup_dir, copy)
+    return copy
+
+
+def _restored(backup, epoch):
+    """A fresh GAN with `backup`'s chosen weights (of `epoch`), loaded when
+    `fit` begins."""
+    gan = tiny_gan()
+    gan.fit(
+        batches(random_images(8), 4),
+        epochs=epoch,
+        initial_epoch=epoch,
+        verbose=0,
+        callbacks=[backup],
+    )
+    return gan.get_weights()
+
+
+def _same(weights, expected):
+    for got, want in zip(weights, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_newest_whole_backup_is_restored(three_epochs, tmp_path):
+    backup_dir, after = three_epochs
+    backup = TimedBackup(_copy(backup_dir, tmp_path), minutes=0)
+    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+    assert backup.restore_epoch() == 3
+    _same(_restored(backup, 3), after[3])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated weights", "garbled weights", "truncated record", "garbled record"],
+)
+def test_a_damaged_newest_backup_falls_back_to_the_older_one(
+    three_epochs, tmp_path, damage
+):
+    backup_dir, after = three_epochs
+    copy = _copy(backup_dir, tmp_path)
+    name = timed_backup.WEIGHTS if "weights" in damage else timed_backup.RECORD
+    path = os.path.join(copy, "epoch_000003", name)
+    data = open(path, "rb").read()
+    if "truncated" in damage:
+        data = data[: len(data) // 3]
+    else:  # the same length, bytes changed in the middle
+        middle = len(data) // 2
+        data = data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8])
+        data += open(path, "rb").read()[middle + 8 :]
+    open(path, "wb").write(data)
+    backup = TimedBackup(copy, minutes=0)
+    with pytest.warns(UserWarning) as caught:
+        assert backup.restore_epoch() == 2
+    (warning,) = caught
+    message = str(warning.message)
+    assert "\n" not in message
+    assert message.startswith(
+        f"The newest backup, {os.path.dirname(path)!r}, is damaged"
+    )
+    assert name in message and "resuming from the older one" in message
+    assert message.endswith("(epoch 2).")
+    _same(_restored(backup, 2), after[2])
+
+
+def test_both_backups_damaged_is_one_error_naming_the_newest(three_epochs, tmp_path):
+    backup_dir, _ = three_epochs
+    copy = _copy(backup_dir, tmp_path)
+    for epoch in ("epoch_000002", "epoch_000003"):
+        open(os.path.join(copy, epoch, timed_backup.RECORD), "w").write('{"epoch')
+    with pytest.raises(ValueError) as raised:
+        TimedBackup(copy, minutes=0).restore_epoch()
+    message = str(raised.value)
+    assert message.startswith(f"Expected a whole backup in {copy!r} to resume from.")
+    assert "2 damaged" in message and "epoch_000003" in message
+    assert "state.json unreadable, JSONDecodeError" in message
+
+
+class _Killed(BaseException):
+    """Stands for a kill: nothing after it runs (not even `except
+    Exception` handlers)."""
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["in the weights", "before the record", "in the record", "at the rename"],
+)
+def test_a_write_killed_at_any_point_leaves_the_last_backup_whole(
+    three_epochs, tmp_path, monkeypatch, point
+):
+    backup_dir, after = three_epochs
+    copy = _copy(backup_dir, tmp_path)
+    gan = tiny_gan()
+    gan.fit(batches(random_images(8), 4), epochs=1, verbose=0)
+    save_weights, dump, rename = gan.save_weights, json.dump, os.rename
+    # The test stands in for the kill: the write's own clean-up is not run.
+    monkeypatch.setattr(timed_backup.shutil, "rmtree", lambda *a, **k: None)
+
+    def torn_weights(path):
+        save_weights(path)
+        if point == "in the weights":
+            with open(path, "r+b") as f:
+                f.truncate(os.path.getsize(path) // 2)
+            raise _Killed
+        if point == "before the record":
+            raise _Killed
+
+    def torn_record(record, f):
+        f.write(json.dumps(record)[:5])
+        raise _Killed
+
+    def no_rename(source, target):
+        if os.path.basename(target).startswith("epoch_"):
+            raise _Killed
+        rename(source, target)
+
+    monkeypatch.setattr(gan, "save_weights", torn_weights)
+    if point == "in the record":
+        monkeypatch.setattr(timed_backup.json, "dump", torn_record)
+    if point == "at the rename":
+        monkeypatch.setattr(timed_backup.os, "rename", no_rename)
+    with pytest.raises(_Killed):
+        timed_backup.write_backup(gan, copy, 4)
+    monkeypatch.setattr(timed_backup.json, "dump", dump)
+    monkeypatch.setattr(timed_backup.os, "rename", rename)
+    # What a kill leaves (the write's temporary folder) is passed over.
+    leftover = os.path.join(copy, ".epoch_000004.999.partial")
+    os.makedirs(leftover)
+    open(os.path.join(leftover, timed_backup.WEIGHTS), "wb").write(b"\x89HDF")
+    backup = TimedBackup(copy, minutes=0)
+    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+    assert backup.restore_epoch() == 3
+    _same(_restored(backup, 3), after[3])
+
+
+def test_a_full_disk_during_a_backup_leaves_the_last_one_whole(
+    three_epochs, tmp_path, monkeypatch
+):
+    backup_dir, after = three_epochs
+    copy = _copy(backup_dir, tmp_path)
+    gan = tiny_gan()
+    gan.fit(batches(random_images(8), 4), epochs=1, verbose=0)
+
+    def full(path):
+        with open(path, "wb") as f:
+            f.write(b"\x89HDF")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(gan, "save_weights", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        timed_backup.write_backup(gan, copy, 4)
+    assert sorted(os.listdir(copy)) == ["epoch_000002", "epoch_000003"]
+    backup = TimedBackup(copy, minutes=0)
+    assert backup.restore_epoch() == 3
+    _same(_restored(backup, 3), after[3])
