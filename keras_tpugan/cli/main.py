@@ -117,7 +117,9 @@ def main(argv=None):
 
     Returns:
         The exit status: 0 on success, 2 on a usage or input error, 1 when
-        the machine ran out of memory.
+        the machine ran out of memory or a write was refused (no space left,
+        no permission: one line names the file and the free space, and
+        the traceback goes to `error.log` in the run folder).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     format_warning = warnings.formatwarning
