@@ -90,6 +90,33 @@ def test_loss_curves_write_csv_and_png(tmp_path):
     np.testing.assert_array_equal(lines[3].get_xdata(), [3, 4])  # epoch means
 
 
+def test_a_resumed_fit_replaces_the_rows_of_the_epochs_it_trains_again(tmp_path):
+    # A run killed at epoch 3 whose backup was at epoch 1 left rows 1-3; the
+    # fit resumed from epoch 1 keeps row 1 and writes rows 2-4 once each.
+    gan = tiny_gan()
+    data = batches(random_images(8), 4)
+    gan.fit(data, epochs=3, verbose=0, callbacks=[ktg.callbacks.LossCurves(tmp_path)])
+    with open(tmp_path / "history.csv") as f:
+        first = list(csv.DictReader(f))
+    gan.fit(
+        data,
+        initial_epoch=1,
+        epochs=4,
+        verbose=0,
+        callbacks=[ktg.callbacks.LossCurves(tmp_path)],
+    )
+    with open(tmp_path / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["epoch"] for r in rows] == ["1", "2", "3", "4"]
+    assert rows[0] == first[0]
+    assert rows[1]["d_loss"] != first[1]["d_loss"]  # epoch 2, trained again
+    assert [f for f in os.listdir(tmp_path) if "partial" in f] == []
+    # A fit from epoch 0 appends, as before.
+    gan.fit(data, epochs=1, verbose=0, callbacks=[ktg.callbacks.LossCurves(tmp_path)])
+    with open(tmp_path / "history.csv") as f:
+        assert [r["epoch"] for r in csv.DictReader(f)] == ["1", "2", "3", "4", "1"]
+
+
 def test_callbacks_refuse_a_model_that_is_not_a_gan(tmp_path):
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(loss="mse")

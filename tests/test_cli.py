@@ -781,6 +781,11 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["resumed_at_epoch"] >= 2
     _assert_same_state(tmp_path / "run", tmp_path / "whole")
+    # Every epoch's row once: none lost before the backup that counts it,
+    # none written twice by the epochs trained again after the kill.
+    for out in ("run", "whole"):
+        history = (tmp_path / out / "history.csv").read_text().splitlines()
+        assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3", "4"]
 
 
 def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(

@@ -38,13 +38,19 @@ class _Advance(keras.callbacks.Callback):
 
 
 class _Saved(keras.callbacks.Callback):
-    """Records, after each epoch's callbacks, the epoch the backup holds."""
+    """Records the epoch the newest backup holds after each epoch: when the
+    next begins (after the backup's callback wrote it) and when training
+    ends."""
 
     def __init__(self, backup_dir):
         super().__init__()
         self.backup_dir, self.epochs = backup_dir, []
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch > 0:
+            self.epochs.append(_newest(self.backup_dir))
+
+    def on_train_end(self, logs=None):
         self.epochs.append(_newest(self.backup_dir))
 
 
@@ -54,7 +60,7 @@ def _newest(backup_dir):
     return found[0][0] if found else None
 
 
-def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
+def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
     tmp_path, monkeypatch
 ):
     clock = _Clock()
@@ -74,10 +80,10 @@ def test_the_backup_comes_at_the_first_epoch_end_minutes_after_the_last(
             saved,
         ],
     )
-    # Backed up at the end of epoch 2 (1 minute on) and 4 (2.5 on), then at
-    # the end of training (epoch 5 was not yet backed up).
-    assert saved.epochs == [None, 2, 2, 4, 4]
-    assert _newest(backup_dir) == 5
+    # Backed up after epoch 2 (1 minute on) and 4 (2 minutes after that
+    # backup, written as epoch 3 began), then at the end of training (epoch 5
+    # was not yet backed up).
+    assert saved.epochs == [None, 2, 2, 4, 5]
     # The two newest are kept, each whole.
     assert sorted(os.listdir(backup_dir)) == ["epoch_000004", "epoch_000005"]
     record = json.load(open(os.path.join(backup_dir, "epoch_000005", "state.json")))

@@ -22,7 +22,9 @@ class LossCurves(GANCallback):
     """Writes `history.csv` every epoch and a `loss_curves.png` kept fresh.
 
     `history.csv` holds every logged value per epoch, one row per epoch,
-    appended to across resumed runs; the scores of an epoch `QualityMetrics`
+    appended to across resumed runs (a fit that starts past epoch 0, as a
+    resumed one does, first drops the rows of the epochs it trains again,
+    left by a run killed after its backup); the scores of an epoch `QualityMetrics`
     did not score are blank. The figure plots the discriminator and
     generator losses per step (faint), smoothed (exponential moving
     average, bold) and per epoch (dots), and the mean discriminator outputs
@@ -84,6 +86,8 @@ class LossCurves(GANCallback):
     def on_epoch_begin(self, epoch, logs=None):
         if self._first_epoch is None:
             self._first_epoch = epoch
+            if epoch > 0 and self.chief:
+                self._drop_rows_from(epoch + 1)
         self._running = {}
         self._seen = 0
 
@@ -145,11 +149,20 @@ class LossCurves(GANCallback):
         if header:  # a key appeared: the rows so far get the new columns
             with open(path, newline="") as f:
                 rows = list(csv.DictReader(f))
-        header = (header or ["epoch"]) + new
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header, restval="")
-            writer.writeheader()
-            writer.writerows([*rows, row])
+        _rewrite_csv(path, (header or ["epoch"]) + new, [*rows, row])
+
+    def _drop_rows_from(self, epoch):
+        """Drops `history.csv`'s rows of `epoch` (1-based) and later."""
+        path = self.path("history.csv")
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            return
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames
+            rows = list(reader)
+        kept = [r for r in rows if r.get("epoch") and int(r["epoch"]) < epoch]
+        if len(kept) < len(rows):
+            _rewrite_csv(path, header, kept)
 
     def figure(self):
         """Returns the learning-curve figure (a matplotlib `Figure`)."""
@@ -267,3 +280,20 @@ def _ema(values, weight):
         last = weight * last + (1.0 - weight) * v
         out[i] = last
     return out
+
+
+def _rewrite_csv(path, header, rows):
+    """Writes `history.csv` anew, whole or not at all: under a temporary
+    name, then renamed into place, so a kill during the write leaves the
+    previous file."""
+    directory, name = os.path.split(path)
+    partial = os.path.join(directory, f".{name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=header, restval="")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)

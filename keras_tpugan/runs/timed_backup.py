@@ -19,14 +19,19 @@ _FOLDER = re.compile(r"epoch_(\d+)")
 class TimedBackup(keras.callbacks.Callback):
     """The run's backup, on the clock: restored before training, written whole.
 
-    It backs up at the end of the first epoch `minutes` after its last backup
-    (every epoch with 0), and at the end of training when the last epochs
-    were not backed up (a run stopped by its time budget resumes from where
-    it stopped). Each backup is a folder, `epoch_NNNNNN/`: the whole GAN's
-    weights (`gan.weights.h5`: both networks, both optimizers, the EMA
-    generator, the step counter that keys the latents) and a record written
-    last (`state.json`: the epoch and the weights file's SHA-256). The
-    folder is built under a temporary name and renamed into place, and the
+    It backs up after the first epoch that ends `minutes` after its last
+    backup (every epoch with 0), and at the end of training when the last
+    epochs were not backed up (a run stopped by its time budget resumes from
+    where it stopped). An epoch's backup is written when the next epoch
+    begins, after every callback has written its files for that epoch (its
+    history row, snapshot, sample grid), so a backup never counts an epoch
+    whose files a kill left unwritten.
+
+    Each backup is a folder, `epoch_NNNNNN/`: the whole GAN's weights
+    (`gan.weights.h5`: both networks, both optimizers, the EMA generator,
+    the step counter that keys the latents) and a record written last
+    (`state.json`: the epoch and the weights file's SHA-256). The folder is
+    built under a temporary name and renamed into place, and the
     two newest are kept, so a kill or a full disk at any moment leaves the
     last whole backup as it was.
 
@@ -113,23 +118,29 @@ class TimedBackup(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self._restore_from is not None:
             self.model.load_weights(os.path.join(self._restore_from, WEIGHTS))
-        self._backed_up_at, self._pending = time.monotonic(), None
+        self._backed_up_at = time.monotonic()
+        self._ended = self._backed_up = None  # epochs trained, backed up
+        self._due = False
 
     def on_epoch_end(self, epoch, logs=None):
-        if time.monotonic() - self._backed_up_at >= self.minutes * 60:
-            self._back_up(epoch + 1)
-        else:
-            self._pending = epoch + 1
+        self._ended = epoch + 1
+        self._due = time.monotonic() - self._backed_up_at >= self.minutes * 60
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # The epoch before is backed up now, once every callback has written
+        # its files for it (its history row, snapshot, sample grid).
+        if self._due:
+            self._back_up(self._ended)
 
     def on_train_end(self, logs=None):
-        if self._pending is not None:
-            self._back_up(self._pending)
+        if self._ended is not None and self._ended != self._backed_up:
+            self._back_up(self._ended)
 
     def _back_up(self, epoch):
         write_backup(self.model, self.backup_dir, epoch)
         for _, older in self.backups()[2:]:  # the two newest are kept
             shutil.rmtree(older, ignore_errors=True)
-        self._backed_up_at, self._pending = time.monotonic(), None
+        self._backed_up_at, self._backed_up, self._due = time.monotonic(), epoch, False
 
 
 def write_backup(model, backup_dir, epoch):
