@@ -285,7 +285,9 @@ def _ema(values, weight):
 def _rewrite_csv(path, header, rows):
     """Writes `history.csv` anew, whole or not at all: under a temporary
     name, then renamed into place, so a kill during the write leaves the
-    previous file."""
+    previous file. (The lab's `runs.results.replaced_whole` does the same
+    for a run's files; the library may not import the lab, and that module
+    must stay free of Keras for the command line's quick `--help`.)"""
     directory, name = os.path.split(path)
     partial = os.path.join(directory, f".{name}.{os.getpid()}.partial")
     try:
