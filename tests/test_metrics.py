@@ -1,3 +1,5 @@
+import hashlib
+import json
 import shutil
 
 import numpy as np
@@ -184,6 +186,57 @@ def test_a_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         metrics.data_classifier(images, np.arange(20) % 2, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["truncated model", "garbled record", "torn pair"])
+def test_a_damaged_cached_classifier_is_trained_again(
+    tmp_path, monkeypatch, caplog, damage
+):
+    """A cache cut by a kill (a truncated model file, a garbled record, a
+    new model beside an old record) is never loaded: one warning line
+    names it and the classifier is trained again; the mnist classifier
+    falls back to the shipped one."""
+    fits = []
+
+    def trained(*args):
+        fits.append(1)
+        return ktg.models.dcgan_discriminator(width=8), 0.5
+
+    monkeypatch.setattr(classifiers, "_fit_classifier", trained)
+    images = np.zeros((20, 28, 28, 1), "uint8")
+    labels = np.arange(20) % 2
+    metrics.data_classifier(images, labels, tmp_path)
+    (model_file,) = tmp_path.glob("*.keras")
+    record_file = model_file.with_suffix(".json")
+    record = json.loads(record_file.read_text())
+    assert record["sha256"] == hashlib.sha256(model_file.read_bytes()).hexdigest()
+    metrics.data_classifier(images, labels, tmp_path)
+    assert len(fits) == 1  # whole: loaded
+    if damage == "truncated model":
+        model_file.write_bytes(model_file.read_bytes()[:1000])
+    elif damage == "garbled record":
+        record_file.write_text(record_file.read_text()[:30])
+    else:
+        record_file.write_text(json.dumps(dict(record, sha256="0" * 64)))
+    with caplog.at_level("WARNING", logger="keras_tpugan"):
+        model, again = metrics.data_classifier(images, labels, tmp_path)
+    assert len(fits) == 2
+    (warning,) = [
+        r.getMessage() for r in caplog.records if "not whole" in r.getMessage()
+    ]
+    assert str(model_file) in warning and "trained again" in warning
+    assert again["sha256"] == hashlib.sha256(model_file.read_bytes()).hexdigest()
+    assert model.count_params() > 0
+    # The MNIST classifier's cache: a damaged one is not preferred.
+    shutil.copy(model_file, tmp_path / "mnist_classifier_v1.keras")
+    (tmp_path / "mnist_classifier_v1.json").write_text(
+        json.dumps(dict(again, sha256="1" * 64))
+    )
+    assert metrics.classifier_path(tmp_path) == metrics.SHIPPED_CLASSIFIER
+    shutil.copy(record_file, tmp_path / "mnist_classifier_v1.json")
+    assert metrics.classifier_path(tmp_path) == str(
+        tmp_path / "mnist_classifier_v1.keras"
+    )
 
 
 def test_a_classifier_of_the_runs_own_labelled_images_is_trained_and_cached(tmp_path):

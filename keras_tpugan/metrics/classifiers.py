@@ -78,7 +78,7 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
             return keras.saving.load_model(path), json.load(f)
     path = _cached_classifier_path(directory)
     model, record = _train_classifier(epochs, seed)
-    _save_classifier(model, record, path)
+    record = _save_classifier(model, record, path)
     logger.warning(
         "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
         record["test_accuracy"],
@@ -93,21 +93,64 @@ def _save_classifier(model, record, path):
     Both are written under names of this process's, then renamed into
     place: the processes of a run that train the same classifier at once
     into one cache never read a half-written file, and a failed write
-    leaves no file behind.
+    leaves no file behind. The record holds the model file's SHA-256, so
+    that a pair cut apart by a kill between the two renames (a new model
+    beside an old record) is told from a whole one (`_cached_classifier`).
+
+    Returns:
+        The record as written (with the model file's `sha256`).
     """
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
     partial_record = f"{_record_path(path)}.{os.getpid()}.partial"
     try:
         model.save(partial)
+        record = dict(record, sha256=_sha256(partial))
         with open(partial_record, "w") as f:
             json.dump(record, f, indent=2)
         os.replace(partial, path)
         os.replace(partial_record, _record_path(path))
+        return record
     finally:
         for leftover in (partial, partial_record):
             if os.path.exists(leftover):
                 os.remove(leftover)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cached_classifier(path, load=True):
+    """`(model, record)` of the classifier cached at `path`, or None.
+
+    None when it is not there, and, with one warning line, when it is
+    not whole: a record that does not parse, a model file whose SHA-256
+    is not the record's (a write cut short), or one Keras cannot load.
+    The caller then trains it again. With `load=False` the model is not
+    loaded (`(None, record)`).
+    """
+    record_path = _record_path(path)
+    if not (os.path.exists(path) and os.path.exists(record_path)):
+        return None
+    try:
+        with open(record_path) as f:
+            record = json.load(f)
+        expected = record.get("sha256")
+        if expected is not None and _sha256(path) != expected:
+            raise ValueError(f"{path} does not match the SHA-256 in {record_path}")
+        return (keras.saving.load_model(path) if load else None), record
+    except Exception as e:  # any damage: train it again
+        logger.warning(
+            "the cached metric classifier %s is not whole (%s); it is trained again",
+            path,
+            str(e).splitlines()[0] if str(e) else type(e).__name__,
+        )
+        return None
 
 
 def classifier_path(directory=None):
@@ -122,7 +165,7 @@ def classifier_path(directory=None):
         Its record is the same path ending in `.json`.
     """
     cached = _cached_classifier_path(directory)
-    if os.path.exists(cached) and os.path.exists(_record_path(cached)):
+    if _cached_classifier(cached, load=False) is not None:
         return cached
     return SHIPPED_CLASSIFIER
 
@@ -281,10 +324,9 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
     digest.update(f"{epochs},{seed},{CLASSIFIER_VERSION}".encode())
     directory = directory or cache_dir()
     path = os.path.join(directory, f"data_classifier_{digest.hexdigest()[:16]}.keras")
-    record_path = _record_path(path)
-    if os.path.exists(path) and os.path.exists(record_path):
-        with open(record_path) as f:
-            return keras.saving.load_model(path), json.load(f)
+    cached = _cached_classifier(path)
+    if cached is not None:
+        return cached
     keras.utils.set_random_seed(seed)
     x = data.to_unit(images)
     test = held_out_indices(len(x), seed)
@@ -309,7 +351,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
         "seed": seed,
         "version": CLASSIFIER_VERSION,
     }
-    _save_classifier(model, record, path)
+    record = _save_classifier(model, record, path)
     logger.warning(
         "trained a metric classifier on the run's %d images of %d classes: test "
         "accuracy %.4f (cached in %s)",
