@@ -124,6 +124,55 @@ def test_both_backups_damaged_is_one_error_naming_the_newest(three_epochs, tmp_p
     assert "state.json unreadable, JSONDecodeError" in message
 
 
+def _other_process_holds(monkeypatch, count, whole):
+    """Stands for a second process whose backups are `count` folders, of
+    which the epochs `whole` are whole: `every_process_ints` returns this
+    process's list and that one."""
+
+    def every_process_ints(values, width, strategy=None):
+        return [list(values)[:width], [count, *whole]]
+
+    monkeypatch.setattr(
+        timed_backup.distribute, "every_process_ints", every_process_ints
+    )
+
+
+def test_processes_resume_from_the_newest_epoch_every_one_has_whole(
+    three_epochs, tmp_path, monkeypatch
+):
+    backup_dir, after = three_epochs
+    backup = TimedBackup(_copy(backup_dir, tmp_path), minutes=0)
+    _other_process_holds(monkeypatch, 2, [2])  # its epoch 3 is damaged
+    with pytest.warns(UserWarning, match="is not whole in every process") as caught:
+        assert backup.restore_epoch() == 2
+    assert str(caught[0].message).endswith("(epoch 2).")
+    _same(_restored(backup, 2), after[2])
+    _other_process_holds(monkeypatch, 1, [])  # nothing whole there
+    with pytest.raises(ValueError, match="no epoch is backed up whole in every"):
+        backup.restore_epoch()
+    # No process has a backup: a fresh start in all of them.
+    _other_process_holds(monkeypatch, 0, [])
+    assert TimedBackup(str(tmp_path / "none"), minutes=0).restore_epoch() == 0
+
+
+def test_the_chiefs_clock_decides_when_every_process_backs_up(tmp_path, monkeypatch):
+    """With `minutes`, every process backs up at the epochs the chief's
+    clock picks (`chief_values`), not at its own."""
+    asked = []
+
+    def chief_values(values, strategy=None):
+        asked.append(values)
+        return {"due": 1.0}  # the chief's clock: due at every epoch
+
+    monkeypatch.setattr(timed_backup.distribute, "chief_values", chief_values)
+    backup = TimedBackup(str(tmp_path / "backup"), minutes=60)
+    tiny_gan().fit(
+        batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[backup]
+    )
+    assert asked == [{"due": False}] * 3  # this process's clock: not yet
+    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+
+
 class _Killed(BaseException):
     """Stands for a kill: nothing after it runs (not even `except
     Exception` handlers)."""

@@ -15,7 +15,11 @@ and `tpu`. The arrows run strategy -> cluster, tpu; sharding -> strategy,
 cluster, iterators.
 """
 
-from keras_tpugan.distribute.agreement import check_same_settings, chief_values
+from keras_tpugan.distribute.agreement import (
+    check_same_settings,
+    chief_values,
+    every_process_ints,
+)
 from keras_tpugan.distribute.cluster import (
     COLLECTIVES,
     cluster_processes,
@@ -61,6 +65,7 @@ __all__ = [
     "chief_values",
     "cluster_processes",
     "end_process",
+    "every_process_ints",
     "finish_deletions",
     "fitting",
     "get_strategy",

@@ -1,5 +1,6 @@
 """Agreement between the processes of a run: the same settings everywhere
-(`check_same_settings`), the chief's values everywhere (`chief_values`)."""
+(`check_same_settings`), the chief's values everywhere (`chief_values`),
+every process's small lists of ints everywhere (`every_process_ints`)."""
 
 import hashlib
 import json
@@ -84,6 +85,48 @@ def chief_values(values, strategy=None):
     bits = np.array([values[name] for name in names], "float64").view("int32")
     chief = np.ascontiguousarray(_gathered(bits, strategy)[0]).view("float64")
     return dict(zip(names, map(float, chief), strict=True))
+
+
+def every_process_ints(values, width, strategy=None):
+    """Every process's list of non-negative ints, in every process.
+
+    For a decision each process must take alike from what each one holds
+    (the newest backup that every process has whole): every process passes
+    its own list and receives all of them, in process order (the chief's
+    first), gathered on the backend's own collectives. A run of one process
+    returns `[values]` at once.
+
+    Args:
+        values: Non-negative ints that fit in int32 (at most `width` of
+            them: the first `width` are kept).
+        width: How many ints each process sends; the same in every process.
+        strategy: The strategy (default: the current one).
+
+    Returns:
+        A list of lists of ints (on TensorFlow one per replica, so a
+        process's list may appear more than once).
+
+    Raises:
+        ValueError: When a value is negative.
+
+    Example:
+
+    >>> import keras_tpugan as ktg
+    >>> ktg.distribute.every_process_ints([6, 4], width=4)  # one process
+    [[6, 4]]
+    """
+    values = [int(value) for value in values][:width]
+    if any(value < 0 for value in values):
+        raise ValueError(
+            f"Expected non-negative ints. Received: {values}. Pass counts, "
+            "epochs or indices."
+        )
+    if process_count(strategy) == 1:
+        return [values]
+    row = np.full(width, -1, "int32")
+    row[: len(values)] = values
+    rows = _gathered(row, strategy)
+    return [[int(value) for value in r if value >= 0] for r in rows]
 
 
 def _min_max_over_processes(value, strategy):

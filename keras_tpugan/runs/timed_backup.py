@@ -10,6 +10,8 @@ import warnings
 
 import keras
 
+from keras_tpugan import distribute
+
 # Each backup is a folder of the GAN's weights and its record, written last.
 WEIGHTS = "gan.weights.h5"
 RECORD = "state.json"
@@ -47,10 +49,17 @@ class TimedBackup(keras.callbacks.Callback):
     backup's weights when training begins (once `fit` has built the
     optimizers).
 
+    In a run of several processes each process keeps its own backups
+    (`backup_dir` differs), and they stay in step: the chief's clock decides
+    when all of them back up, and a resume takes the newest epoch that every
+    process has whole, so no process resumes from an epoch another lacks.
+
     Args:
         backup_dir: The folder of the backups (created at the first one).
         minutes: Back up at the first epoch end this many minutes of
             training after the last backup (0: every epoch).
+        strategy: The run's strategy (default: the current one), whose
+            processes agree on when to back up and where to resume.
 
     Example:
 
@@ -61,10 +70,11 @@ class TimedBackup(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, backup_dir, minutes):
+    def __init__(self, backup_dir, minutes, strategy=None):
         super().__init__()
         self.backup_dir = os.fspath(backup_dir)
         self.minutes = minutes
+        self.strategy = strategy
         self._restore_from = None
 
     def backups(self):
@@ -88,32 +98,52 @@ class TimedBackup(keras.callbacks.Callback):
             begins; pass the epoch to `fit(initial_epoch=...)`.
 
         Raises:
-            ValueError: Every backup in `backup_dir` is damaged. The message
-                names the newest one and why.
+            ValueError: Every backup in `backup_dir` is damaged (in a run of
+                several processes: no epoch is backed up whole in every
+                process). The message names the newest one and why.
         """
         self._restore_from = None
-        damaged = []
-        for epoch, folder in self.backups():
-            reason = check_backup(folder, epoch)
-            if reason is None:
-                if damaged:
-                    warnings.warn(
-                        f"The newest backup, {damaged[0][0]!r}, is damaged "
-                        f"({damaged[0][1]}); resuming from the older one, "
-                        f"{folder!r} (epoch {epoch}).",
-                        stacklevel=2,
-                    )
-                self._restore_from = folder
-                return epoch
-            damaged.append((folder, reason))
-        if damaged:
-            newest, reason = damaged[0]
-            raise ValueError(
-                f"Expected a whole backup in {self.backup_dir!r} to resume from. "
-                f"Received: {len(damaged)} damaged (the newest, {newest!r}: "
-                f"{reason})."
+        checked = [
+            (epoch, folder, check_backup(folder, epoch))
+            for epoch, folder in self.backups()
+        ]
+        whole = [epoch for epoch, _, reason in checked if reason is None]
+        # What every process holds (here, one list per process; at once
+        # with one process), so that all of them take the same decision.
+        held = distribute.every_process_ints(
+            [len(checked), *whole], width=8, strategy=self.strategy
+        )
+        shared = set(whole).intersection(*(h[1:] for h in held))
+        if shared:
+            epoch = max(shared)
+            folder = next(f for e, f, _ in checked if e == epoch)
+            if checked[0][0] != epoch:
+                self._warn_older(checked[0], folder, epoch)
+            self._restore_from = folder
+            return epoch
+        if not any(h[0] for h in held):
+            return 0
+        if checked and checked[0][2] is not None:
+            newest, reason = checked[0][1], checked[0][2]
+        else:
+            newest, reason = (
+                checked[0][1] if checked else self.backup_dir,
+                "no epoch is backed up whole in every process",
             )
-        return 0
+        raise ValueError(
+            f"Expected a whole backup in {self.backup_dir!r} to resume from. "
+            f"Received: {len(checked) - len(whole)} damaged (the newest, "
+            f"{newest!r}: {reason})."
+        )
+
+    def _warn_older(self, newest, folder, epoch):
+        _, newest_folder, reason = newest
+        why = f"is damaged ({reason})" if reason else "is not whole in every process"
+        warnings.warn(
+            f"The newest backup, {newest_folder!r}, {why}; resuming from the "
+            f"older one, {folder!r} (epoch {epoch}).",
+            stacklevel=3,
+        )
 
     def on_train_begin(self, logs=None):
         if self._restore_from is not None:
@@ -125,6 +155,9 @@ class TimedBackup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self._ended = epoch + 1
         self._due = time.monotonic() - self._backed_up_at >= self.minutes * 60
+        if self.minutes:  # the chief's clock decides, in every process
+            due = distribute.chief_values({"due": self._due}, self.strategy)
+            self._due = bool(due["due"])
 
     def on_epoch_begin(self, epoch, logs=None):
         # The epoch before is backed up now, once every callback has written

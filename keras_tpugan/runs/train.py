@@ -125,7 +125,7 @@ def train(
         aside = run_folder.set_backup_aside(workdir)
         if aside:
             logger.warning("the run's backup is set aside in %r.", aside)
-    backup = TimedBackup(backup_dir, config.backup_minutes)
+    backup = TimedBackup(backup_dir, config.backup_minutes, strategy=placement.strategy)
     restored_epoch = 0
     if resume and not warm_start:
         restored_epoch = _restore_epoch(backup, workdir)
