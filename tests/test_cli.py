@@ -827,3 +827,32 @@ def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
     summary = json.loads((elsewhere / "summary.json").read_text())
     assert summary["resumed_at_epoch"] == 1 and summary["epochs_completed"] == 3
     _assert_same_state(elsewhere, tmp_path / "whole")
+
+
+def test_a_lost_process_ends_the_command_in_one_line(tmp_path, capsys, monkeypatch):
+    """A run whose peer process is gone ends at once with status 1: one
+    line naming it, the traceback in error.log, no exit handler run."""
+    from keras_tpugan.distribute import lost
+
+    def lost_peer(args):
+        raise RuntimeError(
+            "Collective ops is aborted by: The following tasks are unhealthy "
+            "(stopped sending heartbeats):\n/job:worker/replica:0/task:1"
+        )
+
+    def exit_now(status):
+        raise SystemExit(status)
+
+    monkeypatch.setitem(cli._COMMANDS, "train", lost_peer)
+    monkeypatch.setattr(lost.os, "_exit", exit_now)
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}}')
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--preset", "smoke", "--out", str(tmp_path)])
+    assert exited.value.code == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "keras-tpugan: error: lost process 1 of 2: it stopped answering, and the "
+        "run cannot go on without it. Start every process again with --resume"
+    )
+    assert line.endswith(f"The traceback is in {tmp_path / 'error.log'}.")
+    assert "stopped sending heartbeats" in (tmp_path / "error.log").read_text()

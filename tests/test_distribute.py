@@ -300,3 +300,37 @@ def test_chief_values_of_one_process_are_its_own_as_floats():
     values = distribute.chief_values({"fcd": keras.ops.convert_to_numpy(1.5), "kid": 2})
     assert values == {"fcd": 1.5, "kid": 2.0}
     assert all(type(v) is float for v in values.values())
+
+
+# The words TensorFlow's collectives use when a worker stops answering.
+_TF_LOST = (
+    "Collective ops is aborted by: Error reported from /job:worker/task:1: The "
+    "following tasks are unhealthy (stopped sending heartbeats):\n"
+    "/job:worker/replica:0/task:{task}\nThe tasks have crashed."
+)
+
+
+def test_a_lost_process_is_told_from_other_errors_and_named():
+    assert distribute.lost_process(ValueError("Expected a batch size")) is None
+    assert distribute.lost_process(None) is None
+    if BACKEND == "jax":  # one process: no peer to lose
+        error = RuntimeError("Gloo all-reduce failed: Connection reset by peer")
+        assert distribute.lost_process(error) is None
+        return
+    cause = RuntimeError(_TF_LOST.format(task=1))
+    try:
+        try:
+            raise cause
+        except RuntimeError as e:
+            raise ValueError("a step failed") from e
+    except ValueError as e:
+        raised = e
+    os.environ["TF_CONFIG"] = '{"cluster": {"worker": ["a:1", "b:2"]}}'
+    try:
+        assert distribute.lost_process(raised) == "process 1 of 2"
+        os.environ["TF_CONFIG"] = (
+            '{"cluster": {"chief": ["c:0"], "worker": ["a:1", "b:2"]}}'
+        )
+        assert distribute.lost_process(cause) == "process 2 of 3"
+    finally:
+        del os.environ["TF_CONFIG"]

@@ -90,6 +90,25 @@ def test_a_rank_killed_mid_run_is_named_and_the_others_are_reaped(tmp_path):
     )
 
 
+class _Ended:
+    """Stands for a child process that ended with `returncode` (None: runs)."""
+
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+    def poll(self):
+        return self.returncode
+
+
+def test_a_rank_killed_by_a_signal_failed_before_one_that_exited_after_it():
+    """Ranks seen ended at one poll: a rank that loses its peer exits within
+    a fraction of a second, so the one killed by a signal came first."""
+    first = launcher._first_failed
+    assert first([_Ended(1), _Ended(-9)]) == 1
+    assert first([_Ended(1), _Ended(None), _Ended(2)]) == 0
+    assert first([_Ended(0), _Ended(None)]) is None
+
+
 def test_a_failing_status_is_reported_with_the_command_line(tmp_path, capsys):
     script = _script(tmp_path, "import sys; sys.exit(3)")
     assert cli.main(["launch", "--processes", "2", "--", script]) == 1

@@ -170,10 +170,11 @@ def _run(argv):
         if not backends.runs_on(backend):
             return backends.run_cli(backend, argv)
         return _COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"keras-tpugan: error: {first_line(e, limit=None)}", file=sys.stderr)
-        return 2
     except Exception as e:
+        _leave_if_a_process_is_lost(e, args)
+        if isinstance(e, (ValueError, FileNotFoundError)):
+            print(f"keras-tpugan: error: {first_line(e, limit=None)}", file=sys.stderr)
+            return 2
         from keras_tpugan import distribute
 
         failed_write = _failed_write(e)
@@ -188,6 +189,17 @@ def _run(argv):
             )
             return 1
         raise
+
+
+def _leave_if_a_process_is_lost(error, args):
+    """When `error` says a peer process of the run is gone: one line, the
+    traceback in `error.log`, and status 1 at once (the exit handlers would
+    wait for the lost process or, on JAX, abort). Only a run that started
+    several processes has imported `distribute.lost`; otherwise (a usage
+    error before Keras is imported, say) this returns at once."""
+    lost = sys.modules.get("keras_tpugan.distribute.lost")
+    if lost is not None and lost.lost_process(error) is not None:
+        lost.leave_after_lost_process(error, status=1, log=_write_trace(error, args))
 
 
 # The errors of a write that more room or another folder would let through.
@@ -237,19 +249,7 @@ def _report_failed_write(error, path, reason, args):
     while not os.path.isdir(where) and os.path.dirname(where) != where:
         where = os.path.dirname(where)
     free = shutil.disk_usage(where).free / 2**20
-    trace = "".join(traceback.format_exception(error))
-    log = None
-    if getattr(args, "verbose", False):
-        print(trace, file=sys.stderr, end="")
-    else:
-        for folder in (out, tempfile.gettempdir()):
-            try:
-                log = os.path.join(folder, "error.log")
-                with open(log, "w") as f:
-                    f.write(trace)
-                break
-            except (OSError, TypeError):
-                log = None
+    log = _write_trace(error, args)
     print(
         f"keras-tpugan: error: could not write {path or 'a file under ' + where!r}: "
         f"{reason} ({free:.1f} MiB free there). Files written before it are "
@@ -258,6 +258,25 @@ def _report_failed_write(error, path, reason, args):
         + (f" The traceback is in {log}." if log else ""),
         file=sys.stderr,
     )
+
+
+def _write_trace(error, args):
+    """Writes `error`'s traceback to `error.log` in the run folder (or the
+    temporary folder when that cannot be written), or to stderr with
+    `--verbose`. Returns the log's path, or None."""
+    trace = "".join(traceback.format_exception(error))
+    if getattr(args, "verbose", False):
+        print(trace, file=sys.stderr, end="")
+        return None
+    for folder in (getattr(args, "out", None), tempfile.gettempdir()):
+        try:
+            log = os.path.join(folder, "error.log")
+            with open(log, "w") as f:
+                f.write(trace)
+            return log
+        except (OSError, TypeError):
+            continue
+    return None
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ Modules: `strategy` (choosing one, replicas, scope), `placement`
 (`Placement`: where a run trains, asked once), `cluster` (several
 processes), `agreement` (the same settings and the chief's values on every
 process), `sharding` (the data over processes, the global batch check),
-`iterators` (deleting multi-process iterators safely, the exit protocol)
-and `tpu`. The arrows run strategy -> cluster, tpu; sharding -> strategy,
-cluster, iterators.
+`iterators` (deleting multi-process iterators safely, the exit protocol),
+`lost` (a peer gone: one line, not an abort) and `tpu`. The
+arrows run strategy -> cluster, tpu; sharding -> strategy, cluster,
+iterators; cluster, iterators -> lost.
 """
 
 from keras_tpugan.distribute.agreement import (
@@ -33,6 +34,10 @@ from keras_tpugan.distribute.iterators import (
     finish_deletions,
     install_exit_handler,
     release_unused_iterators,
+)
+from keras_tpugan.distribute.lost import (
+    leave_after_lost_process,
+    lost_process,
 )
 from keras_tpugan.distribute.placement import Placement
 from keras_tpugan.distribute.sharding import (
@@ -72,6 +77,8 @@ __all__ = [
     "install_exit_handler",
     "is_chief",
     "is_out_of_memory",
+    "leave_after_lost_process",
+    "lost_process",
     "num_replicas",
     "process_count",
     "process_index",

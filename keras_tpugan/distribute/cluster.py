@@ -7,6 +7,7 @@ one this is, and whether it is the chief (`agreement` checks that all were
 given the same settings).
 """
 
+import atexit
 import json
 import os
 import time
@@ -14,6 +15,7 @@ import time
 import keras
 
 from keras_tpugan import internals
+from keras_tpugan.distribute.lost import leave_at_exit_after_lost_process
 from keras_tpugan.tf_import import tf
 
 # All-reduce implementations across processes (TensorFlow's
@@ -82,9 +84,11 @@ def multi_worker_strategy(
     )
     try:
         with start:
-            return tf.distribute.MultiWorkerMirroredStrategy(
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=resolver, communication_options=communication
             )
+        _leave_in_one_line_if_a_process_is_lost()
+        return strategy
     except (RuntimeError, tf.errors.DeadlineExceededError) as e:
         # The registration barrier times out first; the first all-reduce's
         # wait after it.
@@ -200,6 +204,18 @@ def start_jax_processes(start_timeout_seconds, heartbeat_timeout_seconds):
         heartbeat_timeout_seconds=int(heartbeat_timeout_seconds),
         shutdown_timeout_seconds=int(heartbeat_timeout_seconds),
     )
+    _leave_in_one_line_if_a_process_is_lost()
+
+
+_EXIT = {"registered": False}
+
+
+def _leave_in_one_line_if_a_process_is_lost():
+    """Registers `leave_at_exit_after_lost_process` with `atexit` (once):
+    registered after the backend's own exit handlers, it runs before them."""
+    if not _EXIT["registered"]:
+        _EXIT["registered"] = True
+        atexit.register(leave_at_exit_after_lost_process)
 
 
 def _wait_for_address(address, timeout_seconds):

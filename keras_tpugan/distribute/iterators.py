@@ -24,6 +24,7 @@ import threading
 import time
 
 from keras_tpugan import internals
+from keras_tpugan.distribute.lost import leave_at_exit_after_lost_process
 
 logger = logging.getLogger("keras_tpugan")
 
@@ -226,5 +227,7 @@ def _end_at_exit():
     # exception has been printed (and left in sys.last_value): status 1, as
     # Python's own. Otherwise the script ended (status 0), or called
     # sys.exit(n), which keras-tpugan's own commands pass on through
-    # end_process themselves.
+    # end_process themselves. A lost process ends it at once: the
+    # deletions and the barrier would wait for it.
+    leave_at_exit_after_lost_process()
     end_process(1 if getattr(sys, "last_value", None) is not None else 0)

@@ -222,7 +222,7 @@ def _wait(children, grace_seconds):
     first, failed_at = None, None
     while any(c.poll() is None for c in children):
         if first is None:
-            first = next((r for r, c in enumerate(children) if c.poll()), None)
+            first = _first_failed(children)
             failed_at = None if first is None else time.monotonic()
         if first is not None and time.monotonic() - failed_at > grace_seconds:
             killed = {r for r, c in enumerate(children) if c.poll() is None}
@@ -233,8 +233,18 @@ def _wait(children, grace_seconds):
             return killed, first
         time.sleep(0.1)
     if first is None:  # every child ended between two polls
-        first = next((r for r, c in enumerate(children) if c.returncode), None)
+        first = _first_failed(children)
     return set(), first
+
+
+def _first_failed(children):
+    """The rank that failed first among those ended since the last poll:
+    one killed by a signal before one that exited with a status (a process
+    that loses a peer exits within a fraction of a second, often before
+    the next poll), else the lowest; None when none failed."""
+    failed = [r for r, c in enumerate(children) if c.poll()]
+    signalled = [r for r in failed if children[r].returncode < 0]
+    return (signalled or failed or [None])[0]
 
 
 def _ending(returncode, killed_by_launcher):
