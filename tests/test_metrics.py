@@ -105,6 +105,16 @@ def test_metric_formulas_on_known_inputs():
     assert 0.0 <= metrics.frechet_distance(*few) < np.inf
     with pytest.raises(ValueError, match="at least 2 feature vectors.*: 5 and 1"):
         metrics.frechet_distance(few[0][:5], few[1][:1])
+    # KID: the unbiased MMD^2 with the kernel (x.y / d + 1)^3, written out.
+    x, y = rng.normal(size=(40, 3)), rng.normal(0.5, 1.0, size=(40, 3))
+    kernel = {
+        pair: (p @ q.T / 3 + 1) ** 3
+        for pair, (p, q) in {"xx": (x, x), "yy": (y, y), "xy": (x, y)}.items()
+    }
+    mmd = sum((kernel[k].sum() - np.trace(kernel[k])) / (40 * 39) for k in ("xx", "yy"))
+    mmd -= 2 * kernel["xy"].mean()
+    assert metrics.kernel_distance(x, y) == pytest.approx(mmd, rel=1e-12)
+    assert metrics.kernel_distance(x, y, subset_size=20) != pytest.approx(mmd)
     uniform = np.full((10, 10), 0.1)
     assert metrics.classifier_score(uniform) == pytest.approx(1.0)
     assert metrics.classifier_score(np.eye(10)) == pytest.approx(10.0, rel=1e-6)
