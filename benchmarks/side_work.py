@@ -58,7 +58,8 @@ KINDS = {
     "tensorboard": (keras.callbacks.TensorBoard,),
     "quality": (callbacks.QualityMetrics,),
 }
-HOOKS = ("on_epoch_end", "on_train_end")
+# (The backup of an epoch is written as the next epoch begins.)
+HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_end")
 
 
 def rows(demo_epochs):
@@ -81,6 +82,7 @@ class _Clock(keras.callbacks.Callback):
         super().__init__()
         self.seconds = seconds
         self.epoch = 0
+        self.begin_work = 0.0  # side work in on_epoch_begin since the last epoch
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch, self.started = epoch, None
@@ -88,8 +90,10 @@ class _Clock(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         if self.started is None:
             self.started = time.perf_counter()
-            if self.epoch > 1:  # since the last callback of the epoch before
-                self.seconds["between epochs"].append(self.started - self.ended)
+            if self.epoch > 1:  # since the last callback of the epoch before,
+                # less the side work timed in this epoch's on_epoch_begin
+                between = self.started - self.ended - self.begin_work
+                self.seconds["between epochs"].append(between)
 
     def on_train_batch_end(self, batch, logs=None):
         self.last = time.perf_counter()
@@ -105,6 +109,7 @@ class _Clock(keras.callbacks.Callback):
         if epoch > 0:
             self.seconds["steps"].append(self.last - self.started)
         self.ended = time.perf_counter()  # the last callback: the epoch's end
+        self.begin_work = 0.0
 
 
 @contextlib.contextmanager
@@ -118,13 +123,18 @@ def _timed(seconds, clock):
                 if original is None:
                     continue
 
-                def timed(self, *args, _original=original, _kind=kind, **kwargs):
+                def timed(
+                    self, *args, _original=original, _kind=kind, _hook=hook, **kwargs
+                ):
                     started = time.perf_counter()
                     try:
                         return _original(self, *args, **kwargs)
                     finally:
+                        spent = time.perf_counter() - started
+                        if _hook == "on_epoch_begin":
+                            clock.begin_work += spent
                         if clock.epoch > 0:
-                            seconds[_kind].append(time.perf_counter() - started)
+                            seconds[_kind].append(spent)
 
                 saved.append((cls, hook, original))
                 setattr(cls, hook, timed)

@@ -1,5 +1,6 @@
 """The side work's schedules: the backup on the clock, validation by images
-seen, the curves redrawn at most every few seconds."""
+seen, the curves redrawn at most every few seconds, the quality scores
+within their share of the time."""
 
 import json
 import os
@@ -143,3 +144,52 @@ def test_the_curves_are_redrawn_at_most_every_so_many_seconds(tmp_path, monkeypa
     assert len((tmp_path / "history.csv").read_text().splitlines()) == 7
     with pytest.raises(ValueError, match="every_seconds"):
         ktg.callbacks.LossCurves(tmp_path, every_seconds=-1)
+
+
+def test_scores_that_would_exceed_their_share_of_the_time_are_skipped(
+    classifier_dir, monkeypatch
+):
+    """Each epoch trains 4 s and each score costs 3 s: with max_share=0.25 a
+    score needs 9 s of training since the last one (3 s x 0.75 / 0.25)."""
+    from keras_tpugan.callbacks import quality_metrics, training_clock
+
+    clock = _Clock()
+    monkeypatch.setattr(quality_metrics.time, "perf_counter", clock)
+    monkeypatch.setattr(training_clock.time, "perf_counter", clock)
+    scored = []
+
+    class Costly(ktg.callbacks.QualityMetrics):
+        def score(self):
+            scored.append(int(keras.ops.convert_to_numpy(self.model.step_counter)))
+            clock.now += 3.0
+            return super().score()
+
+    def fit(max_share):
+        scored.clear()
+        quality = Costly(
+            num_images=50,
+            classifier_dir=classifier_dir,
+            real_images=random_images(100),
+            held_out_images=random_images(100, seed=1),
+            max_share=max_share,
+        )
+        history = tiny_gan().fit(
+            batches(random_images(8), 4),
+            epochs=7,
+            verbose=0,
+            callbacks=[_Advance(clock, [4] * 7), quality],
+        )
+        return quality, [fcd < float("inf") for fcd in history.history["fcd"]]
+
+    quality, logged = fit(None)
+    assert logged == [True] * 7 and quality.skipped == 0
+    # Scored after epoch 1; 4 and 8 s later not yet; 12 s later (epoch 4)
+    # yes; then epoch 7, the last, whatever the share.
+    quality, logged = fit(0.25)
+    assert logged == [True, False, False, True, False, False, True]
+    assert scored == [2, 8, 14] and quality.skipped == 4
+    assert [record["step"] for record in quality.records] == [2, 8, 14]
+    with pytest.raises(ValueError, match=r"max_share in \(0, 1\)"):
+        ktg.callbacks.QualityMetrics(max_share=1.5)
+    with pytest.raises(ValueError, match="quality_max_share in"):
+        TrainConfig.preset("demo", quality_max_share=0)

@@ -6,6 +6,8 @@ images and their classifier are in `quality_reference`, the clock in
 `training_clock`.
 """
 
+import time
+
 import keras
 
 from keras_tpugan import data as data_lib
@@ -118,6 +120,15 @@ class QualityMetrics(GANCallback):
         global_batch_size: Images per step over all replicas (required
             with `every_n_images`; otherwise it adds the images seen to
             `records`).
+        max_share: At most about this share of the time to spend scoring
+            (None: score at every scheduled point). A scheduled score is
+            skipped when the training seconds since the last score are
+            fewer than `(1 - max_share) / max_share` times that score's
+            cost, so a fast device (whose steps shrink, not its scoring)
+            is not slowed by its figures; the last epoch is always scored.
+            With several processes the chief's clock decides. Leave it
+            None to compare times to a target across runs: the skipped
+            points depend on the machine's speed.
 
     Example:
 
@@ -143,8 +154,16 @@ class QualityMetrics(GANCallback):
         every_n_images=None,
         global_batch_size=None,
         classifier=None,
+        max_share=None,
     ):
         super().__init__(None)
+        if max_share is not None and not 0 < max_share < 1:
+            raise ValueError(
+                "Expected max_share in (0, 1) or None (no limit). Received: "
+                f"max_share={max_share!r}. Pass 0.1 to spend at most about a "
+                "tenth of the time scoring."
+            )
+        self.max_share = max_share
         if isinstance(classifier, tuple):
             classifier = classifier[0]
         if classifier is not None and (
@@ -322,6 +341,8 @@ class QualityMetrics(GANCallback):
         self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
         self._clock = TrainingClock()
         self._latest = None
+        self._last_cost = self._last_scored_at = None
+        self.skipped = 0  # scheduled scores skipped by `max_share`
         if self.every_n_images:
             done = self._steps * self.global_batch_size // self.every_n_images
             self._next_images = (done + 1) * self.every_n_images
@@ -381,7 +402,8 @@ class QualityMetrics(GANCallback):
     def on_train_batch_end(self, batch, logs=None):  # with every_n_images only
         self._steps += 1
         if self._steps * self.global_batch_size >= self._next_images:
-            self._latest = self._score_and_record()
+            if self._within_share():
+                self._latest = self._score_and_record()
             images = self._steps * self.global_batch_size
             self._next_images = (images // self.every_n_images + 1) * (
                 self.every_n_images
@@ -399,7 +421,7 @@ class QualityMetrics(GANCallback):
             scores, self._latest = self._latest, None
             if scores is None and last:  # the end of training, off schedule
                 scores = self._score_and_record()
-        elif self.due(epoch, self.every_n_epochs):
+        elif self.due(epoch, self.every_n_epochs) and (last or self._within_share()):
             scores = self._score_and_record()
         else:
             scores = None
@@ -416,12 +438,27 @@ class QualityMetrics(GANCallback):
         )
         logs.update(self.floor)
 
+    def _within_share(self):
+        """Whether a scheduled score keeps scoring within `max_share` of
+        the time (counting one if not, in `skipped`)."""
+        if self.max_share is None or self._last_cost is None:
+            return True
+        since = self._clock.seconds() - self._last_scored_at
+        within = since * self.max_share >= self._last_cost * (1 - self.max_share)
+        strategy = getattr(self.model, "distribute_strategy", None)
+        within = bool(distribute.chief_values({"within": within}, strategy)["within"])
+        self.skipped += not within
+        return within
+
     def _score_and_record(self):
         if not self.every_n_images:  # no batch hook counts the steps
             self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
         self._clock.pause()
+        started = time.perf_counter()
         scores = self.score()
+        self._last_cost = time.perf_counter() - started
         self._clock.resume()
+        self._last_scored_at = self._clock.seconds()
         images = None
         if self.global_batch_size:
             images = self._steps * self.global_batch_size

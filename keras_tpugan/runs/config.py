@@ -166,6 +166,11 @@ class TrainConfig:
     # with a target_fcd and no quality_every_images, every quality_every
     # epochs' worth of the dataset's images.
     quality_every_images: int | None = None
+    # At most about this share of the time spent scoring: a scheduled score
+    # is skipped when too little training came since the last one (None:
+    # every scheduled score; off with a target_fcd, whose time to target
+    # must not depend on the machine's speed).
+    quality_max_share: float | None = 0.1
     # The FCD whose first reaching gives steps/images/seconds to target.
     target_fcd: float | None = None
 

@@ -74,6 +74,7 @@ SETTINGS_HELP = {
     "quality_every": "quality figures (FCD, KID, ...) every N epochs (0: off)",
     "quality_images": "generated images each quality figure is computed on",
     "quality_every_images": "or score every N images seen (none: by epochs)",
+    "quality_max_share": "skip a score that would spend over this share of the time",
     "target_fcd": "the FCD whose first reaching is timed (steps, images, seconds)",
 }
 

@@ -164,6 +164,7 @@ def train(
             seed=config.seed,
             every_n_images=_quality_every_images(config, info),
             global_batch_size=config.batch_size,
+            max_share=_quality_max_share(config),
         )
         record = quality.classifier_record
         if record is not None:
@@ -259,6 +260,7 @@ def train(
         # The epochs validated (1: every epoch).
         "validation_epochs": validation_epochs if run.validation else None,
         "curves_every_seconds": config.curves_every_seconds,
+        "quality_max_share": _quality_max_share(config),
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
@@ -304,6 +306,12 @@ def _quality_unavailable(config, info):
     )
 
 
+def _quality_max_share(config):
+    """No share limit with a target: the points scored (and so the time to
+    target) must not depend on the machine's speed."""
+    return None if config.target_fcd is not None else config.quality_max_share
+
+
 def _quality_every_images(config, info):
     if config.quality_every_images or config.target_fcd is None:
         return config.quality_every_images
@@ -319,6 +327,8 @@ def _time_to_target(config, scoring):
     fcds = [r["fcd"] for r in quality.records]
     out = {
         "quality_schedule": quality.records,
+        # Scheduled scores skipped to keep within quality_max_share.
+        "quality_skipped": quality.skipped,
         "best_fcd": min(fcds) if fcds else None,
         "target_fcd": config.target_fcd,
         "steps_to_target": None,
