@@ -168,7 +168,10 @@ class LossCurves(GANCallback):
         """Returns the learning-curve figure (a matplotlib `Figure`)."""
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(10, 4), layout="constrained")
+        fig = Figure(figsize=(10, 4))
+        # Fixed margins: a layout engine ("constrained", "tight") would
+        # double the time of every redraw.
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.12, top=0.91, wspace=0.22)
         losses, outputs = fig.subplots(1, 2)
         steps_per_epoch = max(
             1,
@@ -230,7 +233,8 @@ class LossCurves(GANCallback):
         }
         if not any(scored.values()):
             return None
-        fig = Figure(figsize=(12, 3.6), layout="constrained")
+        fig = Figure(figsize=(12, 3.6))
+        fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.9, wspace=0.22)
         for ax, (title, names) in zip(
             fig.subplots(1, len(QUALITY_PANELS)), QUALITY_PANELS, strict=True
         ):
