@@ -105,7 +105,7 @@ def _save_classifier(model, record, path):
     partial_record = f"{_record_path(path)}.{os.getpid()}.partial"
     try:
         model.save(partial)
-        record = dict(record, sha256=_sha256(partial))
+        record = dict(record, sha256=file_sha256(partial))
         with open(partial_record, "w") as f:
             json.dump(record, f, indent=2)
         os.replace(partial, path)
@@ -117,7 +117,11 @@ def _save_classifier(model, record, path):
                 os.remove(leftover)
 
 
-def _sha256(path):
+def file_sha256(path):
+    """The SHA-256 of the file at `path` (hex), read in blocks of 1 MiB.
+
+    The checksum a cached classifier's record holds, and a run's backup's.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -141,7 +145,7 @@ def _cached_classifier(path, load=True):
         with open(record_path) as f:
             record = json.load(f)
         expected = record.get("sha256")
-        if expected is not None and _sha256(path) != expected:
+        if expected is not None and file_sha256(path) != expected:
             raise ValueError(f"{path} does not match the SHA-256 in {record_path}")
         return (keras.saving.load_model(path) if load else None), record
     except Exception as e:  # any damage: train it again

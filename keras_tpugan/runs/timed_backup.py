@@ -1,6 +1,5 @@
 """`TimedBackup`: the run's backup for `--resume`, on the clock, written whole."""
 
-import hashlib
 import json
 import os
 import re
@@ -11,6 +10,7 @@ import warnings
 import keras
 
 from keras_tpugan import distribute
+from keras_tpugan.metrics.classifiers import file_sha256
 
 # Each backup is a folder of the GAN's weights and its record, written last.
 WEIGHTS = "gan.weights.h5"
@@ -192,7 +192,7 @@ def write_backup(model, backup_dir, epoch):
         os.makedirs(partial)
         weights = os.path.join(partial, WEIGHTS)
         model.save_weights(weights)
-        record = {"epoch": epoch, "sha256": _sha256(weights)}
+        record = {"epoch": epoch, "sha256": file_sha256(weights)}
         with open(os.path.join(partial, RECORD), "w") as f:
             json.dump(record, f)
             f.flush()
@@ -220,17 +220,9 @@ def check_backup(folder, epoch):
         return f"{RECORD} is not the record of epoch {epoch}: {record!r:.80}"
     weights = os.path.join(folder, WEIGHTS)
     try:
-        digest = _sha256(weights)
+        digest = file_sha256(weights)
     except OSError as e:
         return f"{WEIGHTS} unreadable, {type(e).__name__}: {e.strerror or e}"
     if digest != record.get("sha256"):
         return f"{WEIGHTS} differs from the checksum in {RECORD} (torn or changed)"
     return None
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
