@@ -44,7 +44,9 @@ def lost_process(error):
         phrase such as `"process 1 of 2"`: the index the backend names in
         its error (TensorFlow's `task:N`, JAX's `Task N heartbeat
         timeout`); on JAX, when the error names none, the other process of
-        a run of two, or `"another process"`.
+        a run of two, or `"another process"`. Only a run of several
+        processes (JAX's process count; on TensorFlow, `TF_CONFIG` or
+        Slurm's task count) can lose one.
 
     Example:
 
@@ -67,15 +69,20 @@ def lost_process(error):
         if count == 2:
             return f"process {1 - jax.process_index()} of 2"
         return f"another process (of {count})"
+    # TensorFlow: only a run the environment describes as several
+    # processes (its TF_CONFIG, or a Slurm job) can lose one; "Connection
+    # reset by peer" alone may be a download's.
+    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    count = sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
+    if max(count, int(os.environ.get("SLURM_NTASKS", "1"))) < 2:
+        return None
     named = _TF_TASK.search(text.split("unhealthy", 1)[-1])
     if not named:
         return "another process"
     job, task = named.group(1), int(named.group(2))
     if job == "chief":
         return "process 0 (the chief)"
-    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     index = task + (1 if "chief" in cluster else 0)
-    count = sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
     return f"process {index}" + (f" of {count}" if count else "")
 
 
