@@ -7,7 +7,7 @@ import pytest
 
 import keras_tpugan as ktg
 from keras_tpugan import metrics
-from keras_tpugan.metrics import classifiers
+from keras_tpugan.metrics import classifier_cache, classifiers
 
 pytestmark = pytest.mark.both_backends
 
@@ -191,7 +191,7 @@ def test_a_failed_cache_write_leaves_no_file(tmp_path, monkeypatch):
         raise OSError("No space left on device")
 
     monkeypatch.setattr(classifiers, "_fit_classifier", trained)
-    monkeypatch.setattr(classifiers.json, "dump", disk_full)
+    monkeypatch.setattr(classifier_cache.json, "dump", disk_full)
     images = np.zeros((20, 28, 28, 1), "uint8")
     with pytest.raises(OSError, match="No space left"):
         metrics.data_classifier(images, np.arange(20) % 2, tmp_path)

@@ -9,6 +9,7 @@ import numpy as np
 
 from keras_tpugan import directions
 from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+from keras_tpugan.whole_files import replaced_whole
 
 # The quality scores `quality.png` plots, each on its own panel.
 QUALITY_PANELS = (
@@ -287,19 +288,8 @@ def _ema(values, weight):
 
 
 def _rewrite_csv(path, header, rows):
-    """Writes `history.csv` anew, whole or not at all: under a temporary
-    name, then renamed into place, so a kill during the write leaves the
-    previous file. (The lab's `runs.results.replaced_whole` does the same
-    for a run's files; the library may not import the lab, and that module
-    must stay free of Keras for the command line's quick `--help`.)"""
-    directory, name = os.path.split(path)
-    partial = os.path.join(directory, f".{name}.{os.getpid()}.partial")
-    try:
-        with open(partial, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header, restval="")
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    """Writes `history.csv` anew, whole or not at all."""
+    with replaced_whole(path) as partial, open(partial, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header, restval="")
+        writer.writeheader()
+        writer.writerows(rows)

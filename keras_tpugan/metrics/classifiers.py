@@ -24,6 +24,11 @@ import keras
 import numpy as np
 
 from keras_tpugan import data
+from keras_tpugan.metrics.classifier_cache import (
+    cached_classifier,
+    record_path,
+    save_classifier,
+)
 from keras_tpugan.metrics.scores import classifier_score, frechet_distance
 
 logger = logging.getLogger("keras_tpugan")
@@ -74,87 +79,17 @@ def mnist_classifier(directory=None, rebuild=False, epochs=12, seed=0):
     """
     if not rebuild:
         path = classifier_path(directory)
-        with open(_record_path(path)) as f:
+        with open(record_path(path)) as f:
             return keras.saving.load_model(path), json.load(f)
     path = _cached_classifier_path(directory)
     model, record = _train_classifier(epochs, seed)
-    record = _save_classifier(model, record, path)
+    record = save_classifier(model, record, path)
     logger.warning(
         "trained the MNIST metric classifier: test accuracy %.4f (cached in %s)",
         record["test_accuracy"],
         path,
     )
     return model, record
-
-
-def _save_classifier(model, record, path):
-    """Caches a metric classifier at `path` and its record beside it.
-
-    Both are written under names of this process's, then renamed into
-    place: the processes of a run that train the same classifier at once
-    into one cache never read a half-written file, and a failed write
-    leaves no file behind. The record holds the model file's SHA-256, so
-    that a pair cut apart by a kill between the two renames (a new model
-    beside an old record) is told from a whole one (`_cached_classifier`).
-
-    Returns:
-        The record as written (with the model file's `sha256`).
-    """
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path[: -len('.keras')]}.{os.getpid()}.partial.keras"
-    partial_record = f"{_record_path(path)}.{os.getpid()}.partial"
-    try:
-        model.save(partial)
-        record = dict(record, sha256=file_sha256(partial))
-        with open(partial_record, "w") as f:
-            json.dump(record, f, indent=2)
-        os.replace(partial, path)
-        os.replace(partial_record, _record_path(path))
-        return record
-    finally:
-        for leftover in (partial, partial_record):
-            if os.path.exists(leftover):
-                os.remove(leftover)
-
-
-def file_sha256(path):
-    """The SHA-256 of the file at `path` (hex), read in blocks of 1 MiB.
-
-    The checksum a cached classifier's record holds, and a run's backup's.
-    """
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _cached_classifier(path, load=True):
-    """`(model, record)` of the classifier cached at `path`, or None.
-
-    None when it is not there, and, with one warning line, when it is
-    not whole: a record that does not parse, a model file whose SHA-256
-    is not the record's (a write cut short), or one Keras cannot load.
-    The caller then trains it again. With `load=False` the model is not
-    loaded (`(None, record)`).
-    """
-    record_path = _record_path(path)
-    if not (os.path.exists(path) and os.path.exists(record_path)):
-        return None
-    try:
-        with open(record_path) as f:
-            record = json.load(f)
-        expected = record.get("sha256")
-        if expected is not None and file_sha256(path) != expected:
-            raise ValueError(f"{path} does not match the SHA-256 in {record_path}")
-        return (keras.saving.load_model(path) if load else None), record
-    except Exception as e:  # any damage: train it again
-        logger.warning(
-            "the cached metric classifier %s is not whole (%s); it is trained again",
-            path,
-            str(e).splitlines()[0] if str(e) else type(e).__name__,
-        )
-        return None
 
 
 def classifier_path(directory=None):
@@ -169,7 +104,7 @@ def classifier_path(directory=None):
         Its record is the same path ending in `.json`.
     """
     cached = _cached_classifier_path(directory)
-    if _cached_classifier(cached, load=False) is not None:
+    if cached_classifier(cached, load=False) is not None:
         return cached
     return SHIPPED_CLASSIFIER
 
@@ -177,11 +112,6 @@ def classifier_path(directory=None):
 def _cached_classifier_path(directory):
     directory = directory or cache_dir()
     return os.path.join(directory, CLASSIFIER_FILE)
-
-
-def _record_path(model_path):
-    """The JSON record kept beside a classifier's `.keras` file."""
-    return model_path.replace(".keras", ".json")
 
 
 def offline_mnist_reference(model, directory=None):
@@ -328,7 +258,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
     digest.update(f"{epochs},{seed},{CLASSIFIER_VERSION}".encode())
     directory = directory or cache_dir()
     path = os.path.join(directory, f"data_classifier_{digest.hexdigest()[:16]}.keras")
-    cached = _cached_classifier(path)
+    cached = cached_classifier(path)
     if cached is not None:
         return cached
     keras.utils.set_random_seed(seed)
@@ -355,7 +285,7 @@ def data_classifier(images, labels, directory=None, epochs=12, seed=0):
         "seed": seed,
         "version": CLASSIFIER_VERSION,
     }
-    record = _save_classifier(model, record, path)
+    record = save_classifier(model, record, path)
     logger.warning(
         "trained a metric classifier on the run's %d images of %d classes: test "
         "accuracy %.4f (cached in %s)",

@@ -3,16 +3,18 @@
 One writer for every tool: `write_results` saves rows as `results.csv`,
 `results.json` and a Markdown `results.md`; `markdown_table` formats rows
 by a column spec; `write_csv`, `read_history` and the cell formatting
-the tables share; `replaced_whole` writes a run's file whole or not at all.
+the tables share; `write_json` writes a run's JSON file whole or not at all
+(`keras_tpugan.whole_files.replaced_whole`).
 """
 
-import contextlib
 import csv
 import json
 import math
 import os
 
 import numpy as np
+
+from keras_tpugan.whole_files import replaced_whole
 
 
 def fmt(value, spec=".2f"):
@@ -137,45 +139,6 @@ def write_csv(rows, path):
         writer.writeheader()
         writer.writerows(rows)
     return path
-
-
-@contextlib.contextmanager
-def replaced_whole(path):
-    """Yields a temporary name beside `path` to write to, renamed to `path`
-    once the block ends without an error.
-
-    A kill or a failure during the write leaves `path` as it was (the
-    rename is atomic on one filesystem) and no partial file behind. The
-    temporary name keeps `path`'s extension (Keras saves `.keras` files
-    only) and starts with a dot, so listings of the run's files skip it.
-
-    Args:
-        path: The file to write.
-
-    Yields:
-        The temporary path.
-
-    Example:
-
-    ```python
-    with replaced_whole("runs/x/summary.json") as partial:
-        with open(partial, "w") as f:
-            json.dump(summary, f)
-    ```
-    """
-    directory, name = os.path.split(os.fspath(path))
-    stem, extension = os.path.splitext(name)
-    partial = os.path.join(directory, f".{stem}.{os.getpid()}.partial{extension}")
-    try:
-        yield partial
-        os.replace(partial, path)
-    except OSError as e:
-        if e.filename is None:  # name the file whose write failed
-            e.filename = os.fspath(path)
-        raise
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
 
 
 def write_json(payload, path):

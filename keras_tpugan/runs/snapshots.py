@@ -10,7 +10,7 @@ import tempfile
 
 import keras
 
-from keras_tpugan.runs import results
+from keras_tpugan.whole_files import replaced_whole
 
 
 class Snapshots(keras.callbacks.Callback):
@@ -18,7 +18,7 @@ class Snapshots(keras.callbacks.Callback):
 
     Every process of a run saves; only the chief's files are kept (the
     others write into a temporary folder that is deleted). Each file is
-    written whole or not at all (`results.replaced_whole`).
+    written whole or not at all (`whole_files.replaced_whole`).
     """
 
     def __init__(self, directory, every, chief=True):
@@ -42,7 +42,7 @@ class Snapshots(keras.callbacks.Callback):
     def _save(self, epoch):
         if self.chief:
             os.makedirs(self.directory, exist_ok=True)
-            with results.replaced_whole(snapshot_path(self.directory, epoch)) as path:
+            with replaced_whole(snapshot_path(self.directory, epoch)) as path:
                 self.model.save(path)
         else:
             with tempfile.TemporaryDirectory() as scratch:

@@ -10,7 +10,7 @@ import warnings
 import keras
 
 from keras_tpugan import distribute
-from keras_tpugan.metrics.classifiers import file_sha256
+from keras_tpugan.whole_files import file_sha256
 
 # Each backup is a folder of the GAN's weights and its record, written last.
 WEIGHTS = "gan.weights.h5"

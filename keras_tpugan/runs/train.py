@@ -14,6 +14,7 @@ from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
 from keras_tpugan.runs.timed_backup import TimedBackup
 from keras_tpugan.tf_import import tensorflow
+from keras_tpugan.whole_files import replaced_whole
 
 __all__ = ["build_gan", "prepare", "train"]
 logger = logging.getLogger("keras_tpugan")
@@ -227,7 +228,7 @@ def train(
             shutil.rmtree(os.path.join(workdir, run_folder.BACKUP), ignore_errors=True)
     if chief:
         generator = gan.ema_generator or gan.generator
-        with results.replaced_whole(os.path.join(workdir, "generator.keras")) as path:
+        with replaced_whole(os.path.join(workdir, "generator.keras")) as path:
             generator.save(path)
     summary = {
         "data_source": info["source"],
