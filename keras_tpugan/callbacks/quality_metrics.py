@@ -1,9 +1,9 @@
 """`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs.
 
-At about 480 lines it is over the package's 400: most of it is the class's
+At about 510 lines it is over the package's 400: most of it is the class's
 documentation and its one schedule (epochs or images seen); the reference
 images and their classifier are in `quality_reference`, the clock in
-`training_clock`.
+`training_clock`, the share of the time scoring in `scoring_share`.
 """
 
 import time
@@ -17,6 +17,7 @@ from keras_tpugan.callbacks.quality_reference import (
     UnlabelledDataError,
     labelled_reference,
 )
+from keras_tpugan.callbacks.scoring_share import ScoringShare
 from keras_tpugan.callbacks.training_clock import TrainingClock
 
 NAMES = {
@@ -121,14 +122,9 @@ class QualityMetrics(GANCallback):
             with `every_n_images`; otherwise it adds the images seen to
             `records`).
         max_share: At most about this share of the time to spend scoring
-            (None: score at every scheduled point). A scheduled score is
-            skipped when the training seconds since the last score are
-            fewer than `(1 - max_share) / max_share` times that score's
-            cost, so a fast device (whose steps shrink, not its scoring)
-            is not slowed by its figures; the last epoch is always scored.
-            With several processes the chief's clock decides. Leave it
-            None to compare times to a target across runs: the skipped
-            points depend on the machine's speed.
+            (`ScoringShare`; None: every scheduled score). The last epoch
+            is always scored. Leave it None to compare times to a target
+            across runs: which points are skipped depends on the machine.
 
     Example:
 
@@ -157,13 +153,8 @@ class QualityMetrics(GANCallback):
         max_share=None,
     ):
         super().__init__(None)
-        if max_share is not None and not 0 < max_share < 1:
-            raise ValueError(
-                "Expected max_share in (0, 1) or None (no limit). Received: "
-                f"max_share={max_share!r}. Pass 0.1 to spend at most about a "
-                "tenth of the time scoring."
-            )
         self.max_share = max_share
+        self._share = ScoringShare(max_share)  # checks it
         if isinstance(classifier, tuple):
             classifier = classifier[0]
         if classifier is not None and (
@@ -341,8 +332,7 @@ class QualityMetrics(GANCallback):
         self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
         self._clock = TrainingClock()
         self._latest = None
-        self._last_cost = self._last_scored_at = None
-        self.skipped = 0  # scheduled scores skipped by `max_share`
+        self._share = ScoringShare(self.max_share)
         if self.every_n_images:
             done = self._steps * self.global_batch_size // self.every_n_images
             self._next_images = (done + 1) * self.every_n_images
@@ -438,17 +428,14 @@ class QualityMetrics(GANCallback):
         )
         logs.update(self.floor)
 
+    @property
+    def skipped(self):
+        """Scheduled scores skipped to keep within `max_share`."""
+        return self._share.skipped
+
     def _within_share(self):
-        """Whether a scheduled score keeps scoring within `max_share` of
-        the time (counting one if not, in `skipped`)."""
-        if self.max_share is None or self._last_cost is None:
-            return True
-        since = self._clock.seconds() - self._last_scored_at
-        within = since * self.max_share >= self._last_cost * (1 - self.max_share)
         strategy = getattr(self.model, "distribute_strategy", None)
-        within = bool(distribute.chief_values({"within": within}, strategy)["within"])
-        self.skipped += not within
-        return within
+        return self._share.allows(self._clock.seconds(), strategy)
 
     def _score_and_record(self):
         if not self.every_n_images:  # no batch hook counts the steps
@@ -456,9 +443,9 @@ class QualityMetrics(GANCallback):
         self._clock.pause()
         started = time.perf_counter()
         scores = self.score()
-        self._last_cost = time.perf_counter() - started
+        cost = time.perf_counter() - started
         self._clock.resume()
-        self._last_scored_at = self._clock.seconds()
+        self._share.scored(cost, self._clock.seconds())
         images = None
         if self.global_batch_size:
             images = self._steps * self.global_batch_size

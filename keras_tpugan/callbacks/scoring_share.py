@@ -1,0 +1,60 @@
+"""`ScoringShare`: whether a scheduled score keeps scoring within its share
+of the time."""
+
+from keras_tpugan import distribute
+
+
+class ScoringShare:
+    """Keeps scoring within about `max_share` of the time.
+
+    A score costs the same whatever the step's speed, so on a fast device
+    a fixed schedule would spend most of the run scoring. A scheduled score
+    is allowed when the training seconds since the last score are at least
+    `(1 - max_share) / max_share` times that score's cost; the first is
+    always allowed (no cost is known yet). `QualityMetrics` asks it at each
+    scheduled point and tells it each score's cost.
+
+    Args:
+        max_share: The share of the time, in (0, 1); None: every score is
+            allowed.
+
+    Example:
+
+    >>> share = ScoringShare(max_share=0.25)
+    >>> share.scored(cost=3.0, seconds=10.0)  # a score of 3 s, 10 s in
+    >>> share.allows(seconds=14.0), share.allows(seconds=19.0)
+    (False, True)
+    >>> share.skipped
+    1
+    """
+
+    def __init__(self, max_share):
+        if max_share is not None and (
+            isinstance(max_share, bool) or not 0 < max_share < 1
+        ):
+            raise ValueError(
+                "Expected max_share in (0, 1) or None (no limit). Received: "
+                f"max_share={max_share!r}. Pass 0.1 to spend at most about a "
+                "tenth of the time scoring."
+            )
+        self.max_share = max_share
+        self.skipped = 0  # scores not allowed
+        self._cost = self._scored_at = None
+
+    def allows(self, seconds, strategy=None):
+        """Whether a score now, `seconds` of training in, keeps the share
+        (counted in `skipped` if not). With several processes, every one
+        takes the chief's answer (`distribute.chief_values`)."""
+        if self.max_share is None or self._cost is None:
+            return True
+        since = seconds - self._scored_at
+        allowed = since * self.max_share >= self._cost * (1 - self.max_share)
+        chief = distribute.chief_values({"allowed": allowed}, strategy)
+        allowed = bool(chief["allowed"])
+        self.skipped += not allowed
+        return allowed
+
+    def scored(self, cost, seconds):
+        """Records a score that took `cost` seconds, ending `seconds` of
+        training in."""
+        self._cost, self._scored_at = cost, seconds
