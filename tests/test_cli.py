@@ -500,7 +500,9 @@ TINY_RUN += ["--set", "width=8", "--set", "latent_dim=8", "--quiet"]
 TINY_RUN += ["--set", "num_replicas=1"]
 
 
-def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys):
+def test_train_on_a_folder_of_rgb_images_with_class_subfolders(
+    tmp_path, capsys, monkeypatch
+):
     """Slow (about 25-60 s): three small training runs on colour folders, the
     first training a metric classifier on its two classes."""
     colour_folder(tmp_path / "images")
@@ -533,8 +535,10 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "has no labels" in err and "subfolder" in err and "\n" not in err
-    # Unconditional, a flat folder trains, and says why it has no quality
-    # figures; grey at --channels 1, streamed from its files.
+    # Unconditional, a flat folder trains, and without the FID network's
+    # weights says why it has no quality figures (with them it is scored by
+    # FID: test_fid.py); grey at --channels 1, streamed from its files.
+    monkeypatch.setenv("KERAS_TPUGAN_FID_WEIGHTS", str(tmp_path / "none.pt"))
     argv = ["train", "--data", str(tmp_path / "flat"), "--image-size", "16"]
     argv += [*TINY_RUN, "--channels", "1", "--set", "stream=true"]
     assert cli.main([*argv, "--out", str(tmp_path / "grey")]) == 0
@@ -543,7 +547,8 @@ def test_train_on_a_folder_of_rgb_images_with_class_subfolders(tmp_path, capsys)
     assert summary["data_streamed"] and summary["data_memory_bytes"] == 0
     assert summary["num_examples"] == 48
     assert "no labels" in summary["quality_unavailable"]
-    assert "fcd" not in summary["final"]
+    assert "none.pt (KERAS_TPUGAN_FID_WEIGHTS)" in summary["quality_unavailable"]
+    assert "fcd" not in summary["final"] and "fid" not in summary["final"]
 
 
 def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):

@@ -144,17 +144,6 @@ def test_precision_and_recall_on_known_sets():
         metrics.precision_recall(real[:3], real[:10])
 
 
-# InceptionV3 on JAX's CPU takes 40 s here; the code is Keras, shared by both.
-@pytest.mark.tensorflow_only
-def test_inception_features_shape_offline():
-    features = metrics.inception_features(
-        np.zeros((2, 32, 32, 3), "float32"), weights=None
-    )
-    assert features.shape == (2, 2048)
-    with pytest.raises(ValueError, match="Expected RGB images"):
-        metrics.inception_features(np.zeros((2, 28, 28, 1)), weights=None)
-
-
 def test_offline_reference_is_computed_once_per_classifier_file(
     classifier_dir, outputs, tmp_path
 ):

@@ -13,7 +13,10 @@ from keras_tpugan.whole_files import replaced_whole
 
 # The quality scores `quality.png` plots, each on its own panel.
 QUALITY_PANELS = (
-    ("Frechet distance (lower is better)", ("fcd", "fid", "fcd_real_floor")),
+    (
+        "Frechet distance (lower is better)",
+        ("fcd", "fid", "fcd_real_floor", "fid_real_floor"),
+    ),
     ("Kernel distance (lower is better)", ("kid",)),
     ("Precision and recall (higher is better)", ("precision", "recall")),
 )

@@ -16,6 +16,8 @@ from keras_tpugan.callbacks.gan_callback import GANCallback
 from keras_tpugan.callbacks.quality_reference import (
     UnlabelledDataError,
     labelled_reference,
+    read_subset,
+    split_reference,
 )
 from keras_tpugan.callbacks.scoring_share import ScoringShare
 from keras_tpugan.callbacks.training_clock import TrainingClock
@@ -68,12 +70,13 @@ class QualityMetrics(GANCallback):
     logs the same figures against it, the classifier score's ceiling
     being the number of classes; pass `real_images` and `held_out_images`.
 
-    With `features="inception"` (RGB images; pass `real_images`, and
-    `held_out_images` for the floor) it logs `fid`, `kid`, `precision`,
-    `recall` and `fid_real_floor` on the pool features of Keras's ImageNet
-    InceptionV3 (its weights downloaded once). That network is not the one
-    published FIDs are measured with, so this `fid` compares runs with each
-    other, not with published figures.
+    With `features="inception"` (any images, RGB or grey, labelled or not;
+    pass `real_images`, and `held_out_images` for the floor) it logs `fid`,
+    `kid`, `precision`, `recall` and `fid_real_floor` on the pool features
+    of the standard FID network (`metrics.FIDInception`: the 2015-12-05
+    Inception graph that published FIDs use, its weights found as
+    `metrics.fid_weights_path` says), so `fid` compares with published
+    figures measured the same way (50,000 images against the training set).
 
     The values join the epoch logs (so History, CSV files, TensorBoard,
     `EarlyStopping`, `ModelCheckpoint(save_best_only=True)` and keras-tuner
@@ -108,14 +111,16 @@ class QualityMetrics(GANCallback):
         seed: Seed of the generated images' latents.
         classifier_dir: Cache folder of a rebuilt classifier (the shipped
             one is used when it holds none).
-        features: `"classifier"` (MNIST) or `"inception"` (RGB images, on
-            Keras's ImageNet InceptionV3: see above).
+        features: `"classifier"` (a classifier's features: MNIST's, or
+            `classifier`'s) or `"inception"` (the standard FID network: see
+            above).
         classifier: A model from images in [-1, 1] to `[features,
             probabilities]` (or the `(model, record)` pair
             `metrics.data_classifier` returns), in place of the MNIST
             classifier.
-        inception_weights: Weights for `features="inception"` (`None`:
-            random weights, for offline tests of the plumbing only).
+        inception_weights: The FID network's weights file for
+            `features="inception"` (None: looked for as
+            `metrics.fid_weights_path` does).
         every_n_images: Score every this many images seen, instead of
             every `every_n_epochs` epochs.
         global_batch_size: Images per step over all replicas (required
@@ -146,7 +151,7 @@ class QualityMetrics(GANCallback):
         seed=0,
         classifier_dir=None,
         features="classifier",
-        inception_weights="imagenet",
+        inception_weights=None,
         every_n_images=None,
         global_batch_size=None,
         classifier=None,
@@ -189,7 +194,7 @@ class QualityMetrics(GANCallback):
             )
         if features == "inception" and real_images is None:
             raise ValueError(
-                "Expected `real_images` (RGB, in [-1, 1]) with features='inception'. "
+                "Expected `real_images` (in [-1, 1]) with features='inception'. "
                 "Received: real_images=None."
             )
         if every_n_epochs < 1 or num_images < 4:
@@ -206,6 +211,7 @@ class QualityMetrics(GANCallback):
         self.classifier_dir = classifier_dir
         self.features = features
         self.inception_weights = inception_weights
+        self._fid_network = None
         self.real_features = None
 
     @classmethod
@@ -241,8 +247,10 @@ class QualityMetrics(GANCallback):
             max_images: The most images read to train the classifier and
                 score against.
             on_unlabelled: What to do with data that has no labels, or one
-                class: `"raise"` a `ValueError`, or return `"none"` (for a
-                caller that trains without figures then).
+                class: `"raise"` a `ValueError`, return `"none"` (for a
+                caller that trains without figures then), or score `"fid"`
+                (`features="inception"`: the standard FID network, against
+                the subset read, a tenth held out for the floor).
             **kwargs: With raw data, `data.load_images`' image options
                 (`source`, `image_size`, `channels`, `resize`, `stream`,
                 ...: `data.ImageSource.options()`); the rest are
@@ -268,9 +276,9 @@ class QualityMetrics(GANCallback):
         gan.fit(ds, epochs=30, callbacks=[quality])
         ```
         """
-        if on_unlabelled not in ("raise", "none"):
+        if on_unlabelled not in ("raise", "none", "fid"):
             raise ValueError(
-                "Expected on_unlabelled to be 'raise' or 'none'. Received: "
+                "Expected on_unlabelled to be 'raise', 'none' or 'fid'. Received: "
                 f"on_unlabelled={on_unlabelled!r}."
             )
         image_options = {
@@ -283,14 +291,26 @@ class QualityMetrics(GANCallback):
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
             return quality
+        subset = read_subset(image_source, seed, max_images)
         try:
             model, record, real, held_out = labelled_reference(
-                image_source, seed, max_images
+                image_source, seed, max_images, subset=subset
             )
         except UnlabelledDataError:
             if on_unlabelled == "none":
                 return None
-            raise
+            if on_unlabelled == "raise":
+                raise
+            real, held_out = split_reference(subset[0], seed)
+            quality = cls(
+                features="inception",
+                real_images=real,
+                held_out_images=held_out,
+                seed=seed,
+                **kwargs,
+            )
+            quality.classifier_record = None
+            return quality
         quality = cls(
             classifier=model,
             real_images=real,
@@ -347,7 +367,7 @@ class QualityMetrics(GANCallback):
         elif self.features == "classifier" and shape != (28, 28, 1):
             raise ValueError(
                 "QualityMetrics scores 28x28x1 digits with its MNIST classifier. "
-                f"Received: a generator of {shape} images. For RGB images pass "
+                f"Received: a generator of {shape} images. For other images pass "
                 "features='inception' and real_images."
             )
         if self.real_features is not None:
@@ -386,7 +406,9 @@ class QualityMetrics(GANCallback):
 
     def _extract(self, images):
         if self.features == "inception":
-            return metrics.inception_features(images, self.inception_weights), None
+            if self._fid_network is None:
+                self._fid_network = metrics.FIDInception(self.inception_weights)
+            return self._fid_network.features(images), None
         return metrics.classifier_outputs(self.classifier, images)
 
     def on_train_batch_end(self, batch, logs=None):  # with every_n_images only

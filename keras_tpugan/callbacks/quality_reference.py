@@ -1,5 +1,6 @@
 """The real images `QualityMetrics.for_data` scores against, and the
-classifier of their classes it scores with."""
+classifier of their classes it scores with (FID, on unlabelled data, needs
+the images only)."""
 
 import dataclasses
 
@@ -13,7 +14,7 @@ class UnlabelledDataError(ValueError):
     """Data without labels, or with one class: no classifier to score with."""
 
 
-def labelled_reference(image_source, seed, max_images):
+def labelled_reference(image_source, seed, max_images, subset=None):
     """A classifier of the data's classes and the images to compare with.
 
     At most `max_images` images are read into memory: a subset drawn from
@@ -26,6 +27,8 @@ def labelled_reference(image_source, seed, max_images):
         image_source: A `data.ImageSource`.
         seed: Seed of the subset, the classifier's split and training.
         max_images: The most images read.
+        subset: `read_subset(image_source, seed, max_images)`, when it has
+            been read already.
 
     Returns:
         `(classifier, record, real_images, held_out_images)`, the images
@@ -34,7 +37,7 @@ def labelled_reference(image_source, seed, max_images):
     Raises:
         UnlabelledDataError: The data has no labels, or one class.
     """
-    images, labels, info = _subset(image_source, seed, max_images)
+    images, labels, info = subset or read_subset(image_source, seed, max_images)
     if labels is None or len(np.unique(labels)) < 2:
         shape = "x".join(map(str, images.shape[1:]))
         raise UnlabelledDataError(
@@ -43,22 +46,36 @@ def labelled_reference(image_source, seed, max_images):
             f"with. Received: {info['name']!r} ({shape} images, "
             f"{'no labels' if labels is None else 'one class'}). Give a "
             "folder one subfolder per class, or name the TFDS label feature "
-            "(label_key); FID needs the standard Inception weights, which "
-            "are not shipped."
+            "(label_key), or score FID (on_unlabelled='fid')."
         )
     model, record = metrics.data_classifier(images, labels, seed=seed)
+    real, held_out = split_reference(images, seed)
+    record = {**record, "real_images": len(real), "held_out_images": len(held_out)}
+    return model, record, real, held_out
+
+
+def split_reference(images, seed):
+    """The images FID compares with, and the held-out tenth for its floor.
+
+    The split `labelled_reference` makes (`metrics.held_out_indices`), for
+    data scored without a classifier: up to 10,000 images of the rest are
+    the reference.
+
+    Args:
+        images: The subset read (`read_subset`), uint8 or in [-1, 1].
+        seed: Seed of the split.
+
+    Returns:
+        `(real_images, held_out_images)`, in [-1, 1].
+    """
     test = metrics.held_out_indices(len(images), seed)
     reference = np.setdiff1d(np.arange(len(images)), test)[:10_000]
-    record = {
-        **record,
-        "real_images": len(reference),
-        "held_out_images": len(test),
-    }
-    real = data_lib.to_unit(images[reference])
-    return model, record, real, data_lib.to_unit(images[test])
+    return data_lib.to_unit(images[reference]), data_lib.to_unit(images[test])
 
 
-def _subset(image_source, seed, max_images):
+def read_subset(image_source, seed, max_images):
+    """`(images, labels, info)`: at most `max_images` images of the training
+    split, drawn from `seed` (`labels` None without labels)."""
     # The training split (a streamed TFDS split: its first images only),
     # held in memory; a streamed folder decodes the subset only.
     images, labels, info = data_lib.read_images(

@@ -3,7 +3,9 @@
 `scores` holds the maths (`frechet_distance`, `classifier_score`,
 `kernel_distance`, `precision_recall`); `classifiers` the networks they are
 computed on (the shipped MNIST classifier, a classifier of a run's own
-classes, Keras's InceptionV3 features), their training and their cache.
+classes), their training and their cache;
+`fid_inception` the standard FID network (`FIDInception`) and
+`fid_weights` where its weights come from.
 """
 
 from keras_tpugan.metrics.classifiers import (
@@ -16,9 +18,14 @@ from keras_tpugan.metrics.classifiers import (
     classifier_path,
     data_classifier,
     held_out_indices,
-    inception_features,
     mnist_classifier,
     offline_mnist_reference,
+)
+from keras_tpugan.metrics.fid_inception import FIDInception, inception_features
+from keras_tpugan.metrics.fid_weights import (
+    FID_WEIGHTS_ENV,
+    FID_WEIGHTS_SHA256,
+    fid_weights_path,
 )
 from keras_tpugan.metrics.scores import (
     classifier_score,
@@ -28,6 +35,10 @@ from keras_tpugan.metrics.scores import (
 )
 
 __all__ = [
+    "FIDInception",
+    "FID_WEIGHTS_ENV",
+    "FID_WEIGHTS_SHA256",
+    "fid_weights_path",
     "CLASSIFIER_FILE",
     "CLASSIFIER_VERSION",
     "MIN_ACCURACY",

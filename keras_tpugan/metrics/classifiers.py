@@ -1,5 +1,5 @@
-"""The metric networks: the MNIST classifier, classifiers of a run's own
-classes, and Keras's InceptionV3 features.
+"""The metric classifiers: the MNIST classifier and classifiers of a run's
+own classes.
 
 An MNIST classifier trained on the offline subset (seeded; shipped with the
 package with its test accuracy, so that every machine scores with the same
@@ -7,14 +7,10 @@ weights; `mnist_classifier(rebuild=True)` trains it anew into the cache)
 provides the features and class probabilities the scores
 (`keras_tpugan.metrics.scores`) are computed on. For any other labelled
 data, `data_classifier` trains the same network on the run's own images
-(cached by their hash). For RGB data, `inception_features` gives the pool
-features of Keras's ImageNet InceptionV3 (its weights need internet once;
-`weights=None` runs offline). That is not the network published FIDs are
-measured with, so a Frechet distance on these features compares runs with
-each other only.
+(cached by their hash). The standard FID network, for any images, is
+`fid_inception.FIDInception`.
 """
 
-import functools
 import hashlib
 import json
 import logging
@@ -316,43 +312,4 @@ def classifier_outputs(model, images, batch_size=500):
     return (
         np.concatenate(features).astype("float64"),
         np.concatenate(probabilities).astype("float64"),
-    )
-
-
-def inception_features(images, weights="imagenet", batch_size=64):
-    """The 2048-d pool features of Keras's InceptionV3 for RGB images.
-
-    FID's recipe on these features is not FID as published: published FIDs
-    use another set of Inception weights, which Keras does not ship. Use
-    the distance to compare runs with each other.
-
-    Args:
-        images: Array `(n, h, w, 3)` in [-1, 1] (resized to 299x299).
-        weights: `"imagenet"` (downloaded once, needs internet) or None
-            (random weights: shapes and plumbing only).
-        batch_size: Images per call.
-
-    Returns:
-        A float64 array `(n, 2048)`.
-    """
-    images = np.asarray(images, "float32")
-    if images.ndim != 4 or images.shape[-1] != 3:
-        raise ValueError(
-            f"Expected RGB images (n, h, w, 3). Received: shape {images.shape}."
-        )
-    model = _inception(weights)
-    out = []
-    for i in range(0, len(images), batch_size):
-        # InceptionV3 expects [-1, 1], as the GAN's images already are.
-        batch = keras.ops.image.resize(images[i : i + batch_size], (299, 299))
-        out.append(keras.ops.convert_to_numpy(model(batch, training=False)))
-    return np.concatenate(out).astype("float64")
-
-
-@functools.lru_cache(maxsize=2)
-def _inception(weights):
-    # Built once per process and weights: scoring every few epochs must not
-    # rebuild (or, with random weights, re-draw) the 22M-parameter network.
-    return keras.applications.InceptionV3(
-        include_top=False, weights=weights, pooling="avg", input_shape=(299, 299, 3)
     )

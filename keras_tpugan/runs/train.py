@@ -7,7 +7,7 @@ import time
 
 import keras
 
-from keras_tpugan import callbacks
+from keras_tpugan import callbacks, metrics
 from keras_tpugan.runs import results, run_folder
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
@@ -166,9 +166,18 @@ def train(
             every_n_images=_quality_every_images(config, info),
             global_batch_size=config.batch_size,
             max_share=_quality_max_share(config),
+            on_unlabelled="fid",
         )
         record = quality.classifier_record
-        if record is not None:
+        if quality.features == "inception":
+            logger.warning(
+                "quality figures: FID, KID, precision and recall on the "
+                "standard FID network (no labels: no classifier), against %d "
+                "of the run's images (floor: %d held-out ones).",
+                len(quality.real_images),
+                len(quality.held_out_images),
+            )
+        elif record is not None:
             logger.warning(
                 "quality figures: FCD, classifier score, KID, precision and "
                 "recall on a classifier of the run's %d classes (test "
@@ -298,13 +307,17 @@ def _quality_unavailable(config, info):
     shipped = callbacks.QualityMetrics.uses_mnist_classifier(config.image_source())
     if shipped or (info["num_classes"] or 0) >= 2:
         return None
-    shape = "x".join(map(str, info["image_shape"]))
-    return (
-        "FCD, classifier score, KID, precision and recall unavailable for "
-        f"{info['name']!r} ({shape} images, no labels): they need a classifier of the "
-        "data's classes, trained on its labels; FID needs the standard "
-        "Inception weights, which are not shipped"
-    )
+    # No labels: FID, on the standard network, when its weights are found.
+    try:
+        metrics.fid_weights_path()
+    except ValueError as e:
+        shape = "x".join(map(str, info["image_shape"]))
+        return (
+            f"unavailable for {info['name']!r} ({shape} images, no labels): "
+            "FCD and the classifier score need a classifier of the data's "
+            f"classes, and FID the standard network's weights: {e}"
+        )
+    return None
 
 
 def _quality_max_share(config):
@@ -325,12 +338,13 @@ def _time_to_target(config, scoring):
     if not scoring:
         return {}
     quality = scoring[0]
-    fcds = [r["fcd"] for r in quality.records]
+    name = "fid" if quality.features == "inception" else "fcd"
+    distances = [r[name] for r in quality.records]
     out = {
         "quality_schedule": quality.records,
         # Scheduled scores skipped to keep within quality_max_share.
         "quality_skipped": quality.skipped,
-        "best_fcd": min(fcds) if fcds else None,
+        f"best_{name}": min(distances) if distances else None,
         "target_fcd": config.target_fcd,
         "steps_to_target": None,
         "images_to_target": None,

