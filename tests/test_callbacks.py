@@ -338,24 +338,6 @@ def test_quality_metrics_for_data_scores_against_a_classifier_of_its_classes(
         ktg.callbacks.QualityMetrics.for_data(images, on_unlabelled="skip")
 
 
-# The network itself is checked on both backends (test_fid.py).
-@pytest.mark.tensorflow_only
-def test_quality_metrics_logs_fid_on_the_standard_network():
-    """Slow (about 5-10 s): the FID network (22M parameters) is built and
-    run on 299x299 images."""
-    gan, ds = _rgb_gan()
-    rng = np.random.default_rng(0)
-    quality = ktg.callbacks.QualityMetrics(
-        features="inception",
-        num_images=6,
-        real_images=rng.uniform(-1, 1, (6, 32, 32, 3)),
-        held_out_images=rng.uniform(-1, 1, (6, 32, 32, 3)),
-    )
-    history = gan.fit(ds, epochs=1, verbose=0, callbacks=[quality])
-    assert set(history.history) >= {"fid", "kid", "fid_real_floor"}
-    assert np.isfinite(history.history["fid"][0]) and history.history["fid"][0] >= 0
-
-
 class _Poison(keras.callbacks.Callback):
     """Makes the discriminator's weights NaN after epoch `after`."""
 

@@ -580,6 +580,7 @@ def test_tune_and_sweep_train_and_score_on_the_users_folder(tmp_path, capsys):
     assert cli.main([*tune, "--out", str(tmp_path / "flat_tune")]) == 2
     err = capsys.readouterr().err.strip()
     assert "Expected labelled data" in err and "images_per_sec" in err
+    assert "objective='fid'" in err
     assert "\n" not in err
     assert not (tmp_path / "flat_tune").exists()
 

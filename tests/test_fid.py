@@ -222,7 +222,11 @@ def test_weights_are_found_by_path_environment_and_installed_package(
         metrics.fid_weights_path(download=False)
 
 
-def test_an_unlabelled_folder_trains_with_fid_in_every_record(tmp_path, caplog):
+# Glue shared by both backends (the network is checked on both above).
+@pytest.mark.tensorflow_only
+def test_an_unlabelled_folder_trains_with_fid_in_every_record(
+    tmp_path, caplog, capsys, monkeypatch
+):
     """Slow (about 10-20 s): `train` on a flat folder of grey images is
     scored by FID on the standard network, with its real-data floor, in
     the summary, history.csv and the quality plot."""
@@ -251,3 +255,71 @@ def test_an_unlabelled_folder_trains_with_fid_in_every_record(tmp_path, caplog):
     header = (out / "history.csv").read_text().splitlines()[0].split(",")
     assert {"fid", "fid_real_floor", "kid"} <= set(header)
     assert (out / "quality.png").stat().st_size > 0
+    # `fid` between the run's generator (its size: 16x16x1) and the folder.
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
+    capsys.readouterr()
+    argv = ["fid", str(out), str(tmp_path / "flat"), "--num", "8", "--channels", "1"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "A: 8 images, B: 8 images;" in printed
+    assert float(printed.split("FID ", 1)[1].split()[0]) > 0
+
+
+# Glue shared by both backends (the network is checked on both above).
+@pytest.mark.tensorflow_only
+def test_the_fid_command_agrees_with_the_reference_on_two_folders(
+    tmp_path, capsys, monkeypatch
+):
+    """`keras-tpugan fid A B` on the fixture's two sets of photo crops, saved
+    as PNGs: the reference network's FID within 0.1%; the second time from
+    the cached statistics."""
+    from PIL import Image
+
+    from keras_tpugan.cli import main as cli
+
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
+    stored = np.load(fid_reference.FIXTURE)
+    for name in ("set_a", "set_b"):
+        (tmp_path / name).mkdir()
+        for i, pixels in enumerate(stored[name]):
+            Image.fromarray(pixels).save(tmp_path / name / f"{i:02d}.png")
+    argv = ["fid", str(tmp_path / "set_a"), str(tmp_path / "set_b")]
+    argv += ["--image-size", "32", "--num", "100"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    fid = float(out.split("FID ", 1)[1].split()[0])
+    assert fid == pytest.approx(float(stored["fid"]), rel=1e-3)
+    assert "A: 16 images, B: 16 images;" in out and "images/s" in out
+    assert cli.main(argv) == 0
+    again = capsys.readouterr().out
+    assert "A: 16 images (cached), B: 16 images (cached)" in again
+    assert float(again.split("FID ", 1)[1].split()[0]) == fid
+    assert len(list((tmp_path / "cache" / "fid_statistics").glob("*.npz"))) == 2
+    # Both sides data: the size must be given, in one line.
+    assert cli.main(argv[:3]) == 2
+    assert "image_size" in capsys.readouterr().err
+
+
+# Glue shared by both backends (the network is checked on both above).
+@pytest.mark.tensorflow_only
+def test_tune_ranks_trials_on_an_unlabelled_folder_by_fid(tmp_path):
+    """Slow (about 15-25 s): two one-evaluation trials on a flat folder,
+    each scored by FID against the folder's images."""
+    from conftest import colour_folder
+
+    from keras_tpugan.cli import main as cli
+
+    colour_folder(tmp_path / "flat", per_class=10, flat=True)
+    argv = ["tune", "--data", str(tmp_path / "flat"), "--image-size", "16"]
+    argv += ["--preset", "smoke", "--set", "width=8", "--set", "latent_dim=8"]
+    argv += ["--set", "num_replicas=1", "--set", "quality_images=8"]
+    argv += ["--batch-sizes", "8", "16", "--objective", "fid"]
+    argv += ["--image-budget", "32", "--evaluations", "1", "--out", str(tmp_path / "t")]
+    assert cli.main(argv) == 0
+    results = json.loads((tmp_path / "t" / "results.json").read_text())
+    trials = results["trials"]
+    assert [t["status"] for t in trials] == ["ok", "ok"]
+    assert all(t["objective"] == t["fid"] > 0 and t["fcd"] is None for t in trials)
+    best = min(trials, key=lambda t: t["fid"])
+    assert results["best"]["batch_size"] == best["batch_size"]
+    assert "best FID" in (tmp_path / "t" / "results.md").read_text()

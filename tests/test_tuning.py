@@ -85,7 +85,7 @@ def test_a_failed_trial_is_recorded_and_the_search_completes(tmp_path, classifie
 
 def test_bad_arguments(classifier_dir):
     with pytest.raises(ValueError, match="Expected objective in"):
-        _hypermodel(classifier_dir, objective="fid")
+        _hypermodel(classifier_dir, objective="inception_score")
     with pytest.raises(ValueError, match="Expected tuner in"):
         search.search_batch_size(tuner="annealing")
     with pytest.raises(ValueError, match="divisible by the 4 replica"):

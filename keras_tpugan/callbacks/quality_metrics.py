@@ -226,7 +226,10 @@ class QualityMetrics(GANCallback):
         """`QualityMetrics` for a dataset: MNIST's classifier, or one of its classes.
 
         For MNIST at 28x28x1 it is the default `QualityMetrics` (the shipped
-        classifier and the offline digits). For any other labelled data
+        classifier and the offline digits). With `features="inception"`, or
+        for unlabelled data with `on_unlabelled="fid"`, it scores FID on the
+        standard network against the images read (a tenth held out for the
+        floor), whatever their labels. For any other labelled data
         (a TFDS name, a folder with one subfolder per class, `(images,
         labels)` arrays) it reads the images as `data.load_images` does,
         trains `metrics.data_classifier` on their classes (cached: the runs
@@ -287,38 +290,36 @@ class QualityMetrics(GANCallback):
             if k in data_lib.ImageSource.options()
         }
         image_source = data_lib.ImageSource.of(data, **image_options)
-        if cls.uses_mnist_classifier(image_source):
+        fid = kwargs.get("features") == "inception"
+        if cls.uses_mnist_classifier(image_source) and not fid:
             quality = cls(seed=seed, **kwargs)
             quality.classifier_record = None
             return quality
         subset = read_subset(image_source, seed, max_images)
-        try:
-            model, record, real, held_out = labelled_reference(
-                image_source, seed, max_images, subset=subset
-            )
-        except UnlabelledDataError:
-            if on_unlabelled == "none":
-                return None
-            if on_unlabelled == "raise":
-                raise
-            real, held_out = split_reference(subset[0], seed)
-            quality = cls(
-                features="inception",
-                real_images=real,
-                held_out_images=held_out,
-                seed=seed,
-                **kwargs,
-            )
-            quality.classifier_record = None
-            return quality
-        quality = cls(
-            classifier=model,
-            real_images=real,
-            held_out_images=held_out,
-            seed=seed,
-            **kwargs,
-        )
-        quality.classifier_record = record
+        if not fid:
+            try:
+                model, record, real, held_out = labelled_reference(
+                    image_source, seed, max_images, subset=subset
+                )
+            except UnlabelledDataError:
+                if on_unlabelled == "none":
+                    return None
+                if on_unlabelled == "raise":
+                    raise
+            else:
+                quality = cls(
+                    classifier=model,
+                    real_images=real,
+                    held_out_images=held_out,
+                    seed=seed,
+                    **kwargs,
+                )
+                quality.classifier_record = record
+                return quality
+        real, held_out = split_reference(subset[0], seed)
+        kwargs["features"] = "inception"
+        quality = cls(real_images=real, held_out_images=held_out, seed=seed, **kwargs)
+        quality.classifier_record = None
         return quality
 
     @staticmethod
@@ -373,13 +374,7 @@ class QualityMetrics(GANCallback):
         if self.real_features is not None:
             return
         if self.features == "inception":
-            self.real_features, _ = self._extract(self.real_images)
-            self.floor = {"fid_real_floor": float("nan")}
-            if self.held_out_images is not None:
-                held, _ = self._extract(self.held_out_images)
-                self.floor["fid_real_floor"] = metrics.frechet_distance(
-                    self.real_features, held
-                )
+            self.fid_reference()
             return
         if self.own_classifier is not None:
             self.classifier, self.record = self.own_classifier, None
@@ -403,6 +398,29 @@ class QualityMetrics(GANCallback):
             ),
             "classifier_score_real": metrics.classifier_score(held_probs),
         }
+
+    def fid_reference(self):
+        """Computes the real images' FID features and the floor, once.
+
+        `on_train_begin` calls it; a caller that scores several runs
+        against the same images (a search's trials) can call it once and
+        give each run's `QualityMetrics` the same `real_features` and
+        `floor`.
+
+        Returns:
+            `(real_features, floor)`: the features of `real_images` and the
+            dict `{"fid_real_floor": FID of held_out_images}` (NaN without
+            them).
+        """
+        if self.real_features is None:
+            self.real_features, _ = self._extract(self.real_images)
+            self.floor = {"fid_real_floor": float("nan")}
+            if self.held_out_images is not None:
+                held, _ = self._extract(self.held_out_images)
+                self.floor["fid_real_floor"] = metrics.frechet_distance(
+                    self.real_features, held
+                )
+        return self.real_features, self.floor
 
     def _extract(self, images):
         if self.features == "inception":

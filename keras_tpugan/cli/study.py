@@ -23,8 +23,10 @@ EXAMPLES = {
   keras-tpugan tune --preset demo --batch-sizes 64 128 256 512 \\
       --space lr_scaling=none,sqrt-adam,linear --objective steps_to_fcd \\
       --target-fcd 80 --image-budget 230400 --evaluations 48 --out runs/large_batch
-  keras-tpugan tune --data photos/ --image-size 32 --batch-sizes 64 128 \\
-      --objective fcd --image-budget 20000 --out runs/photos-tune
+  keras-tpugan tune --data classes/ --image-size 32 --batch-sizes 64 128 \\
+      --objective fcd --image-budget 20000 --out runs/classes-tune
+  keras-tpugan tune --data faces/ --image-size 64 --batch-sizes 64 128 \\
+      --objective fid --image-budget 20000 --out runs/faces-tune
 """,
 }
 
@@ -142,8 +144,9 @@ def add_parsers(command):
         "--objective",
         default="time_to_fcd",
         help="time_to_fcd (default: training seconds to --target-fcd), "
-        "steps_to_fcd (training steps to it), fcd (at the end of the budget) "
-        "or images_per_sec",
+        "steps_to_fcd (training steps to it), fcd (at the end of the budget), "
+        "fid (the standard FID at the end of the budget: any data, labelled "
+        "or not) or images_per_sec",
     )
     tune.add_argument(
         "--image-budget",

@@ -29,7 +29,9 @@ from keras_tpugan.metrics.fid_weights import (
 )
 from keras_tpugan.metrics.scores import (
     classifier_score,
+    feature_statistics,
     frechet_distance,
+    frechet_distance_of,
     kernel_distance,
     precision_recall,
 )
@@ -48,7 +50,9 @@ __all__ = [
     "classifier_path",
     "classifier_score",
     "data_classifier",
+    "feature_statistics",
     "frechet_distance",
+    "frechet_distance_of",
     "held_out_indices",
     "inception_features",
     "kernel_distance",

@@ -32,8 +32,33 @@ def frechet_distance(features_a, features_b):
             f"needs 2). Received: {len(a)} and {len(b)}. Score more images "
             "(a data set that small leaves too few held-out images)."
         )
-    mu_a, mu_b = a.mean(0), b.mean(0)
-    cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    return frechet_distance_of(feature_statistics(a), feature_statistics(b))
+
+
+def feature_statistics(features):
+    """The mean and covariance of a feature set, as `frechet_distance_of` takes.
+
+    Args:
+        features: Array `(n, d)`, n >= 2.
+
+    Returns:
+        `(mean (d,), covariance (d, d))`, float64.
+    """
+    features = np.asarray(features, "float64")
+    return features.mean(0), np.cov(features, rowvar=False)
+
+
+def frechet_distance_of(statistics_a, statistics_b):
+    """`frechet_distance` from each set's `feature_statistics`.
+
+    Args:
+        statistics_a: `(mean, covariance)` of one set.
+        statistics_b: `(mean, covariance)` of the other.
+
+    Returns:
+        A float (0 for identical distributions).
+    """
+    (mu_a, cov_a), (mu_b, cov_b) = statistics_a, statistics_b
     # Dead ReLU features make the covariances singular: a tiny ridge keeps
     # the square root stable (it moves the distance by ~1e-6 * d).
     ridge = 1e-6 * np.eye(len(cov_a))

@@ -42,7 +42,7 @@ def search_batch_size(
         batch_sizes: Global batch sizes to try.
         learning_rates: Base learning rates to try (default: the config's).
         tuner: `"grid"`, `"random"`, `"bayesian"` or `"hyperband"`.
-        objective: `"fcd"`, `"time_to_fcd"`, `"steps_to_fcd"` or
+        objective: `"fcd"`, `"fid"`, `"time_to_fcd"`, `"steps_to_fcd"` or
             `"images_per_sec"`.
         max_trials: Trials for the random and Bayesian tuners (default:
             every combination).
@@ -145,6 +145,8 @@ ROW_KEYS = (
     "images_per_sec",
     "fcd",
     "best_fcd",
+    "fid",
+    "best_fid",
     "steps_to_target",
     "images_to_target",
     "seconds_to_target",
@@ -176,6 +178,8 @@ def _write_results(rows, best, objective, directory, space_keys=()):
         ("images_per_sec", "images/s", ".0f"),
         ("fcd", "FCD", ".2f"),
         ("best_fcd", "best FCD", ".2f"),
+        ("fid", "FID", ".2f"),
+        ("best_fid", "best FID", ".2f"),
         ("steps_to_target", "steps to target", "d"),
         ("images_to_target", "images to target", "d"),
         ("seconds_to_target", "s to target", ".1f"),

@@ -15,6 +15,7 @@ from keras_tpugan.runs.prepared_run import prepare
 
 OBJECTIVES = {
     "fcd": "min",
+    "fid": "min",
     "time_to_fcd": "min",
     "steps_to_fcd": "min",
     "images_per_sec": "max",
@@ -42,6 +43,8 @@ class GANHyperModel(kt.HyperModel):
     diverging trial. It returns the objective:
 
     - `"fcd"`: the Frechet classifier distance at the end of the budget;
+    - `"fid"`: the standard FID (`metrics.FIDInception`) at the end of the
+      budget, against the data's own images: any data, labelled or not;
     - `"time_to_fcd"`: training seconds until the FCD reaches `target_fcd`
       (`time_cap` if it never does);
     - `"steps_to_fcd"`: training steps until the FCD reaches `target_fcd`
@@ -49,8 +52,7 @@ class GANHyperModel(kt.HyperModel):
       that carries over to an accelerator whose step time hardly grows
       with the batch;
     - `"images_per_sec"`: training throughput after the compiling chunk
-      (the only objective for data without labels, whose trials are not
-      scored).
+      (trials on data without labels are then timed, not scored).
 
     A trial that runs out of memory or diverges raises
     `keras_tuner.errors.FailedTrialError`, so the search goes on. Every
@@ -81,7 +83,8 @@ class GANHyperModel(kt.HyperModel):
         time_cap: Seconds after which a `"time_to_fcd"` trial stops.
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's).
-        quality_images: Generated images per FCD measurement.
+        quality_images: Generated images per FCD (or FID) measurement
+            (None: the config's `quality_images`, as `train` scores).
         classifier_dir: Cache folder of the shipped MNIST classifier.
         data: Anything `keras_tpugan.data.load_images` takes (a folder, a
             TFDS name, `(images, labels)` arrays), in place of
@@ -122,7 +125,7 @@ class GANHyperModel(kt.HyperModel):
         target_fcd=50.0,
         time_cap=600.0,
         strategy=None,
-        quality_images=500,
+        quality_images=None,
         classifier_dir=None,
         data=None,
     ):
@@ -173,7 +176,7 @@ class GANHyperModel(kt.HyperModel):
         self.evaluations = int(evaluations)
         self.target_fcd = float(target_fcd)
         self.time_cap = float(time_cap)
-        self.quality_images = quality_images
+        self.quality_images = quality_images or self.config.quality_images
         self.classifier_dir = classifier_dir
         self.data = data
         self.quality = self._quality()
@@ -186,12 +189,14 @@ class GANHyperModel(kt.HyperModel):
         Built once, before any trial: for data other than MNIST it trains
         (or loads from the cache) the classifier of the data's classes.
         """
+        fid = {"features": "inception"} if self.objective == "fid" else {}
         quality = callbacks.QualityMetrics.for_data(
             self.config.image_source(data=self.data),
             num_images=self.quality_images,
             classifier_dir=self.classifier_dir,
             seed=self.config.seed,
             on_unlabelled="none",
+            **fid,
         )
         if quality is None and self.objective != "images_per_sec":
             raise ValueError(
@@ -199,13 +204,26 @@ class GANHyperModel(kt.HyperModel):
                 f"{self.objective!r}: the FCD is measured with a classifier "
                 "of the data's classes. Received data without labels. Pass "
                 "a folder with one subfolder per class (or a TFDS dataset "
-                "with a label feature), or search objective='images_per_sec'."
+                "with a label feature), rank by objective='fid' (the standard "
+                "FID, any data), or search objective='images_per_sec'."
             )
         return quality
 
     def _scoring(self, seed):
         """A fresh `QualityMetrics` for one trial, sharing the classifier."""
         quality = self.quality
+        if quality.features == "inception":  # FID: the same real images
+            scoring = callbacks.QualityMetrics(
+                features="inception",
+                inception_weights=quality.inception_weights,
+                real_images=quality.real_images,
+                held_out_images=quality.held_out_images,
+                num_images=self.quality_images,
+                seed=seed,
+            )
+            # Their features and floor, computed once for every trial.
+            scoring.real_features, scoring.floor = quality.fid_reference()
+            return scoring
         if quality.own_classifier is None:  # MNIST: the shipped classifier
             return callbacks.QualityMetrics(
                 num_images=self.quality_images,
@@ -284,7 +302,8 @@ class GANHyperModel(kt.HyperModel):
         chunk = max(1, total_steps // self.evaluations)
         speed = callbacks.Throughput(global_batch_size=batch)
         guard = callbacks.DivergenceGuard()
-        target = _TimeToTarget(speed, self.target_fcd)
+        distance = "fid" if self.objective == "fid" else "fcd"
+        target = _TimeToTarget(speed, self.target_fcd, distance)
         if self.objective == "time_to_fcd":
             target.time_cap = self.time_cap
         if self.objective == "steps_to_fcd":
@@ -321,15 +340,17 @@ class GANHyperModel(kt.HyperModel):
             train_seconds=seconds,
             images_seen=images_seen,
             images_per_sec=speed.mean_images_per_sec or images_seen / seconds,
-            fcd=history.history["fcd"][-1] if scored else None,
-            best_fcd=min(c[2] for c in target.curve) if scored else None,
+            fcd=history.history["fcd"][-1] if scored and distance == "fcd" else None,
+            best_fcd=target.best if distance == "fcd" else None,
+            fid=history.history["fid"][-1] if distance == "fid" else None,
+            best_fid=target.best if distance == "fid" else None,
             steps_to_target=reached.get("steps"),
             images_to_target=reached.get("images"),
             seconds_to_target=reached.get("seconds"),
             curve=target.curve,
         )
-        if self.objective == "fcd":
-            return record["fcd"]
+        if self.objective in ("fcd", "fid"):
+            return record[self.objective]
         if self.objective == "images_per_sec":
             return record["images_per_sec"]
         if self.objective == "steps_to_fcd":
@@ -338,11 +359,12 @@ class GANHyperModel(kt.HyperModel):
 
 
 class _TimeToTarget(keras.callbacks.Callback):
-    """Records (seconds, images seen, FCD) per epoch; can stop at a target."""
+    """Records (seconds, images seen, FCD or FID) per epoch; can stop at a
+    target."""
 
-    def __init__(self, speed, target_fcd):
+    def __init__(self, speed, target_fcd, distance="fcd"):
         super().__init__()
-        self.speed, self.target_fcd = speed, target_fcd
+        self.speed, self.target_fcd, self.distance = speed, target_fcd, distance
         self.time_cap = None  # set: stop at the target or past the cap
         # `reached`: the steps, images and seconds at the target, once met.
         self.curve, self.reached = [], None
@@ -351,7 +373,7 @@ class _TimeToTarget(keras.callbacks.Callback):
         seconds = self.speed.total_seconds
         steps = (epoch + 1) * self.params["steps"]
         images = steps * self.speed.global_batch_size
-        fcd = logs["fcd"]
+        fcd = logs[self.distance]
         self.curve.append((seconds, images, fcd))
         if self.reached is None and fcd <= self.target_fcd:
             self.reached = {"steps": steps, "images": images, "seconds": seconds}
@@ -359,6 +381,11 @@ class _TimeToTarget(keras.callbacks.Callback):
             self.reached is not None or seconds > self.time_cap
         ):
             self.model.stop_training = True
+
+    @property
+    def best(self):
+        """The lowest distance scored, or None before any."""
+        return min((c[2] for c in self.curve), default=None)
 
 
 def _check_space(space):
