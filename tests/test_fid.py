@@ -304,22 +304,59 @@ def test_the_fid_command_agrees_with_the_reference_on_two_folders(
 @pytest.mark.tensorflow_only
 def test_tune_ranks_trials_on_an_unlabelled_folder_by_fid(tmp_path):
     """Slow (about 15-25 s): two one-evaluation trials on a flat folder,
-    each scored by FID against the folder's images."""
+    each scored by FID against the folder's images (`keras-tpugan tune
+    --objective fid` calls the same function)."""
     from conftest import colour_folder
 
-    from keras_tpugan.cli import main as cli
+    from keras_tpugan.runs.config import TrainConfig
+    from keras_tpugan.studies.search import search_batch_size
 
     colour_folder(tmp_path / "flat", per_class=10, flat=True)
-    argv = ["tune", "--data", str(tmp_path / "flat"), "--image-size", "16"]
-    argv += ["--preset", "smoke", "--set", "width=8", "--set", "latent_dim=8"]
-    argv += ["--set", "num_replicas=1", "--set", "quality_images=8"]
-    argv += ["--batch-sizes", "8", "16", "--objective", "fid"]
-    argv += ["--image-budget", "32", "--evaluations", "1", "--out", str(tmp_path / "t")]
-    assert cli.main(argv) == 0
-    results = json.loads((tmp_path / "t" / "results.json").read_text())
-    trials = results["trials"]
+    config = TrainConfig.preset("smoke").override(
+        ["image_size=16", "width=8", "latent_dim=8", "num_replicas=1"]
+    )
+    best, trials = search_batch_size(
+        config,
+        data=str(tmp_path / "flat"),
+        batch_sizes=[8, 16],
+        objective="fid",
+        image_budget=32,
+        evaluations=1,
+        quality_images=8,
+        directory=str(tmp_path / "t"),
+    )
     assert [t["status"] for t in trials] == ["ok", "ok"]
     assert all(t["objective"] == t["fid"] > 0 and t["fcd"] is None for t in trials)
-    best = min(trials, key=lambda t: t["fid"])
-    assert results["best"]["batch_size"] == best["batch_size"]
+    assert best["batch_size"] == min(trials, key=lambda t: t["fid"])["batch_size"]
     assert "best FID" in (tmp_path / "t" / "results.md").read_text()
+
+
+def test_the_real_images_features_are_computed_once_and_cached(tmp_path, monkeypatch):
+    from keras_tpugan.callbacks.quality_reference import fid_reference_features
+
+    class Network:  # stands in for FIDInception: counts the images it sees
+        def __init__(self):
+            self.seen = []
+
+        def features(self, images):
+            self.seen.append(len(images))
+            flat = np.asarray(images, "float64").reshape(len(images), -1)
+            return np.tile(flat[:, :8], (1, 4))
+
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path))
+    rng = np.random.default_rng(0)
+    real, held = rng.uniform(-1, 1, (6, 4, 4, 3)), rng.uniform(-1, 1, (3, 4, 4, 3))
+    network = Network()
+    features, floor = fid_reference_features(network, real, held)
+    assert network.seen == [6, 3] and features.shape == (6, 32)
+    again, floor_again = fid_reference_features(network, real, held)
+    assert network.seen == [6, 3]  # read from the cache
+    np.testing.assert_allclose(again, features, rtol=1e-6)
+    assert floor_again == floor and floor["fid_real_floor"] > 0
+    # Other images are another entry; a damaged entry is computed again.
+    fid_reference_features(network, real[:5], held)
+    assert network.seen == [6, 3, 5, 3]
+    for entry in (tmp_path / "fid_features").glob("*.npz"):
+        entry.write_bytes(b"cut short")
+    fid_reference_features(network, real, held)
+    assert network.seen == [6, 3, 5, 3, 6, 3]

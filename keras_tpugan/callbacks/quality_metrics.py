@@ -1,6 +1,6 @@
-"""`QualityMetrics`: FCD, classifier score, KID, precision and recall in the logs.
+"""`QualityMetrics`: FCD or FID, classifier score, KID, precision, recall.
 
-At about 510 lines it is over the package's 400: most of it is the class's
+At about 550 lines it is over the package's 400: most of it is the class's
 documentation and its one schedule (epochs or images seen); the reference
 images and their classifier are in `quality_reference`, the clock in
 `training_clock`, the share of the time scoring in `scoring_share`.
@@ -15,6 +15,7 @@ from keras_tpugan import distribute, metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
 from keras_tpugan.callbacks.quality_reference import (
     UnlabelledDataError,
+    fid_reference_features,
     labelled_reference,
     read_subset,
     split_reference,
@@ -400,7 +401,9 @@ class QualityMetrics(GANCallback):
         }
 
     def fid_reference(self):
-        """Computes the real images' FID features and the floor, once.
+        """Computes the real images' FID features and the floor, once (and
+        reads them from the cache when a run on the same images has:
+        `quality_reference.fid_reference_features`).
 
         `on_train_begin` calls it; a caller that scores several runs
         against the same images (a search's trials) can call it once and
@@ -413,20 +416,19 @@ class QualityMetrics(GANCallback):
             them).
         """
         if self.real_features is None:
-            self.real_features, _ = self._extract(self.real_images)
-            self.floor = {"fid_real_floor": float("nan")}
-            if self.held_out_images is not None:
-                held, _ = self._extract(self.held_out_images)
-                self.floor["fid_real_floor"] = metrics.frechet_distance(
-                    self.real_features, held
-                )
+            self.real_features, self.floor = fid_reference_features(
+                self._network(), self.real_images, self.held_out_images
+            )
         return self.real_features, self.floor
+
+    def _network(self):
+        if self._fid_network is None:
+            self._fid_network = metrics.FIDInception(self.inception_weights)
+        return self._fid_network
 
     def _extract(self, images):
         if self.features == "inception":
-            if self._fid_network is None:
-                self._fid_network = metrics.FIDInception(self.inception_weights)
-            return self._fid_network.features(images), None
+            return self._network().features(images), None
         return metrics.classifier_outputs(self.classifier, images)
 
     def on_train_batch_end(self, batch, logs=None):  # with every_n_images only

@@ -3,11 +3,14 @@ classifier of their classes it scores with (FID, on unlabelled data, needs
 the images only)."""
 
 import dataclasses
+import hashlib
+import os
 
 import numpy as np
 
 from keras_tpugan import data as data_lib
 from keras_tpugan import metrics
+from keras_tpugan.whole_files import replaced_whole
 
 
 class UnlabelledDataError(ValueError):
@@ -93,3 +96,56 @@ def read_subset(image_source, seed, max_images):
         images = images[subset]  # a streamed folder decodes these only
         labels = None if labels is None else labels[subset]
     return images, labels, info
+
+
+def fid_reference_features(network, real_images, held_out_images=None):
+    """The real images' FID features and floor, cached across runs.
+
+    Computing them is most of a first FID score's cost on a CPU (about 16
+    images a second here), and every run on the same data needs the same:
+    they are kept in `metrics.cache_dir()/fid_features/`, keyed by the
+    images' bytes and the weights' checksum, and read back when whole.
+
+    Args:
+        network: A `metrics.FIDInception`.
+        real_images: The images compared with, in [-1, 1].
+        held_out_images: Held-out real images for the floor, or None.
+
+    Returns:
+        `(real_features, floor)`: float64 `(n, 2048)` and
+        `{"fid_real_floor": FID of the held-out images, or NaN}`.
+    """
+    real = np.asarray(real_images, "float32")
+    digest = hashlib.sha256(metrics.FID_WEIGHTS_SHA256.encode())
+    digest.update(f"{real.shape}".encode())
+    digest.update(real.tobytes())
+    if held_out_images is not None:
+        held = np.asarray(held_out_images, "float32")
+        digest.update(f"{held.shape}".encode())
+        digest.update(held.tobytes())
+    folder = os.path.join(metrics.cache_dir(), "fid_features")
+    path = os.path.join(folder, f"{digest.hexdigest()[:32]}.npz")
+    try:
+        with np.load(path) as stored:
+            return (
+                stored["real_features"].astype("float64"),
+                {"fid_real_floor": float(stored["fid_real_floor"])},
+            )
+    except (OSError, ValueError, KeyError):
+        pass  # not cached yet, or damaged: computed again
+    features = network.features(real)
+    floor = float("nan")
+    if held_out_images is not None:
+        floor = metrics.frechet_distance(features, network.features(held))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with replaced_whole(path) as partial:
+            with open(partial, "wb") as file:
+                np.savez(
+                    file,
+                    real_features=features.astype("float32"),
+                    fid_real_floor=floor,
+                )
+    except OSError:
+        pass  # a cache that cannot be written: computed again next time
+    return features, {"fid_real_floor": floor}

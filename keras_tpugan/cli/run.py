@@ -100,7 +100,7 @@ def add_parsers(command):
     )
     sample.add_argument("--model", required=True, help="run directory or .keras file")
     sample.add_argument(
-        "--num", type=int, default=64, help="images in the grid (default 64)"
+        "--num", type=int, default=64, help="images in the grid, here 64"
     )
     sample.add_argument(
         "--labels",
@@ -131,8 +131,8 @@ def add_parsers(command):
         "--num",
         type=int,
         default=10_000,
-        help="images per side: generated, or the most read of data (default "
-        "10000; published FIDs use 50000)",
+        help="images per side, here 10000 (published FIDs use 50000): "
+        "generated, or the most read of data",
     )
     fid.add_argument(
         "--image-size",
@@ -141,10 +141,18 @@ def add_parsers(command):
         help="read data at this size (default: a generator side's size)",
     )
     fid.add_argument(
-        "--channels", type=int, default=None, help="read data with 1 or 3 channels"
+        "--channels",
+        type=int,
+        default=None,
+        help="read data with 1 or 3 channels (default: as stored)",
     )
     fid.add_argument("--kid", action="store_true", help="also print KID")
-    fid.add_argument("--seed", type=int, default=0, help="latents' and subsets' seed")
+    fid.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the latents and the data subsets, here 0 (as sample's)",
+    )
     fid.add_argument(
         "--weights",
         default=None,

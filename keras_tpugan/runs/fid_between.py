@@ -19,6 +19,7 @@ import numpy as np
 
 from keras_tpugan import data as data_lib
 from keras_tpugan import metrics
+from keras_tpugan.callbacks.quality_reference import read_subset
 from keras_tpugan.runs.sample import generate, latest_model, load_generator
 from keras_tpugan.whole_files import file_sha256, replaced_whole
 
@@ -141,14 +142,15 @@ def _features(side, model_path, network, num, reading, seed):
             out.append(network.features(images))
         return np.concatenate(out)
     image_size, channels = reading
-    source = data_lib.ImageSource.of(side, image_size=image_size, channels=channels)
-    images, _, _ = data_lib.read_images(source)
-    if len(images) > num:
-        chosen = np.random.default_rng(seed).choice(len(images), num, replace=False)
-        images = images[np.sort(chosen)]
+    # Streamed: a folder decodes, a TFDS split reads, only the subset.
+    source = data_lib.ImageSource.of(
+        side, image_size=image_size, channels=channels, stream=True
+    )
+    images, _, _ = read_subset(source, seed, num)
     out = []
     for start in range(0, len(images), 1000):
-        out.append(network.features(data_lib.to_unit(images[start : start + 1000])))
+        chunk = np.asarray(images[start : start + 1000])
+        out.append(network.features(data_lib.to_unit(chunk)))
     return np.concatenate(out)
 
 

@@ -12,6 +12,7 @@ from keras_tpugan import callbacks, distribute
 from keras_tpugan.data.epoch_batches import EpochBatches
 from keras_tpugan.runs.config import TrainConfig
 from keras_tpugan.runs.prepared_run import prepare
+from keras_tpugan.studies.time_to_target import TimeToTarget
 
 OBJECTIVES = {
     "fcd": "min",
@@ -83,8 +84,7 @@ class GANHyperModel(kt.HyperModel):
         time_cap: Seconds after which a `"time_to_fcd"` trial stops.
         strategy: A `tf.distribute.Strategy` or, on JAX, a
             `keras.distribution.DataParallel` (default: the config's).
-        quality_images: Generated images per FCD (or FID) measurement
-            (None: the config's `quality_images`, as `train` scores).
+        quality_images: Generated images per FCD (or FID) measurement.
         classifier_dir: Cache folder of the shipped MNIST classifier.
         data: Anything `keras_tpugan.data.load_images` takes (a folder, a
             TFDS name, `(images, labels)` arrays), in place of
@@ -125,7 +125,7 @@ class GANHyperModel(kt.HyperModel):
         target_fcd=50.0,
         time_cap=600.0,
         strategy=None,
-        quality_images=None,
+        quality_images=500,
         classifier_dir=None,
         data=None,
     ):
@@ -176,7 +176,7 @@ class GANHyperModel(kt.HyperModel):
         self.evaluations = int(evaluations)
         self.target_fcd = float(target_fcd)
         self.time_cap = float(time_cap)
-        self.quality_images = quality_images or self.config.quality_images
+        self.quality_images = quality_images
         self.classifier_dir = classifier_dir
         self.data = data
         self.quality = self._quality()
@@ -303,7 +303,7 @@ class GANHyperModel(kt.HyperModel):
         speed = callbacks.Throughput(global_batch_size=batch)
         guard = callbacks.DivergenceGuard()
         distance = "fid" if self.objective == "fid" else "fcd"
-        target = _TimeToTarget(speed, self.target_fcd, distance)
+        target = TimeToTarget(speed, self.target_fcd, distance)
         if self.objective == "time_to_fcd":
             target.time_cap = self.time_cap
         if self.objective == "steps_to_fcd":
@@ -356,36 +356,6 @@ class GANHyperModel(kt.HyperModel):
         if self.objective == "steps_to_fcd":
             return reached.get("steps", total_steps + 1)
         return reached.get("seconds", self.time_cap)
-
-
-class _TimeToTarget(keras.callbacks.Callback):
-    """Records (seconds, images seen, FCD or FID) per epoch; can stop at a
-    target."""
-
-    def __init__(self, speed, target_fcd, distance="fcd"):
-        super().__init__()
-        self.speed, self.target_fcd, self.distance = speed, target_fcd, distance
-        self.time_cap = None  # set: stop at the target or past the cap
-        # `reached`: the steps, images and seconds at the target, once met.
-        self.curve, self.reached = [], None
-
-    def on_epoch_end(self, epoch, logs=None):
-        seconds = self.speed.total_seconds
-        steps = (epoch + 1) * self.params["steps"]
-        images = steps * self.speed.global_batch_size
-        fcd = logs[self.distance]
-        self.curve.append((seconds, images, fcd))
-        if self.reached is None and fcd <= self.target_fcd:
-            self.reached = {"steps": steps, "images": images, "seconds": seconds}
-        if self.time_cap is not None and (
-            self.reached is not None or seconds > self.time_cap
-        ):
-            self.model.stop_training = True
-
-    @property
-    def best(self):
-        """The lowest distance scored, or None before any."""
-        return min((c[2] for c in self.curve), default=None)
 
 
 def _check_space(space):
