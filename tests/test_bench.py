@@ -200,6 +200,9 @@ def test_rgb_digits_trains_on_its_folder_and_prints_its_table(tmp_path, capsys):
     assert "keras-tpugan train --data" in printed and "--image-size 32" in printed
     for name in ("FD (own classifier)", "classifier score", "precision", "recall"):
         assert f"| {name} |" in printed
+    # The standard FID beside them: 16 generated against 16 painted digits.
+    row = printed.split("| FID, standard network (16 vs 16 images) | ")[1]
+    assert float(row.split(" |")[0]) > 0
     assert sorted(os.listdir(tmp_path / "data")) == [str(d) for d in range(10)]
     assert len(list((tmp_path / "data").rglob("*.png"))) == 200
     with open(tmp_path / "run" / "summary.json") as f:

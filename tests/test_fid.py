@@ -240,10 +240,16 @@ def test_an_unlabelled_folder_trains_with_fid_in_every_record(
     argv += ["--channels", "1", "--preset", "smoke", "--set", "epochs=1"]
     argv += ["--set", "batch_size=16", "--set", "width=8", "--set", "latent_dim=8"]
     argv += ["--set", "num_replicas=1", "--set", "quality_images=8"]
+    argv += ["--fid-images", "8"]
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
     with caplog.at_level("WARNING", logger="keras_tpugan"):
         assert cli.main([*argv, "--quiet", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["quality_unavailable"] is None
+    # The final FID: 8 generated against 8 of the folder's images.
+    assert summary["fid_images"] == 8 and summary["final_fid_real_images"] == 8
+    assert summary["final_fid"] > 0 and summary["final_fid_skipped"] is None
+    assert any("final FID" in r.getMessage() for r in caplog.records)
     final = summary["final"]
     assert final["fid"] > 0 and np.isfinite(final["fid"])
     assert final["fid_real_floor"] > 0 and np.isfinite(final["fid_real_floor"])
@@ -256,7 +262,6 @@ def test_an_unlabelled_folder_trains_with_fid_in_every_record(
     assert {"fid", "fid_real_floor", "kid"} <= set(header)
     assert (out / "quality.png").stat().st_size > 0
     # `fid` between the run's generator (its size: 16x16x1) and the folder.
-    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
     capsys.readouterr()
     argv = ["fid", str(out), str(tmp_path / "flat"), "--num", "8", "--channels", "1"]
     assert cli.main(argv) == 0
@@ -360,3 +365,44 @@ def test_the_real_images_features_are_computed_once_and_cached(tmp_path, monkeyp
         entry.write_bytes(b"cut short")
     fid_reference_features(network, real, held)
     assert network.seen == [6, 3, 5, 3, 6, 3]
+
+
+@pytest.mark.tensorflow_only
+def test_the_final_fid_is_skipped_when_it_would_cost_over_its_share(
+    tmp_path, monkeypatch
+):
+    """`final_fid` with fid_images=None: skipped without building anything
+    when even the fastest device could not score within the share, skipped
+    on the rate measured here when this machine cannot, computed when it
+    can; 0 is off and a bad count one clear error."""
+    from conftest import colour_folder
+
+    from keras_tpugan.data import ImageSource
+    from keras_tpugan.models import dcgan_generator
+    from keras_tpugan.runs import final_fid as final_fid_lib
+    from keras_tpugan.runs.final_fid import final_fid
+
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
+    colour_folder(tmp_path / "flat", flat=True)
+    source = ImageSource.of(str(tmp_path / "flat"), image_size=16, channels=1)
+    generator = tmp_path / "generator.keras"
+    dcgan_generator(latent_dim=8, image_shape=(16, 16, 1), width=8).save(generator)
+
+    off = final_fid(generator, source, num=0)
+    assert off["final_fid"] is None and off["final_fid_skipped"] == "off (fid_images=0)"
+    # 10,000 images a side at 10,000 images/s: 2 s, over 10% of 1 s.
+    unaffordable = final_fid(tmp_path / "absent.keras", source, train_seconds=1.0)
+    assert unaffordable["fid_images"] == 10_000 and unaffordable["final_fid"] is None
+    assert "at least 2.0 s on any device" in unaffordable["final_fid_skipped"]
+    assert "set --fid-images N" in unaffordable["final_fid_skipped"]
+    monkeypatch.setattr(final_fid_lib, "DEFAULT_FID_IMAGES", 8)
+    # A share of 0.01 s: no network is built and run that fast.
+    slow = final_fid(generator, source, train_seconds=0.1)
+    assert slow["final_fid"] is None and "images/s here" in slow["final_fid_skipped"]
+    affordable = final_fid(generator, source, train_seconds=1e9)
+    asked = final_fid(generator, source, num=8, train_seconds=0.1)
+    assert affordable["final_fid_skipped"] is None and affordable["fid_images"] == 8
+    assert affordable["final_fid"] > 0
+    assert asked["final_fid"] == pytest.approx(affordable["final_fid"], rel=1e-9)
+    with pytest.raises(ValueError, match=r"Expected fid_images >= 2 .* fid_images=1"):
+        final_fid(generator, source, num=1)

@@ -47,7 +47,9 @@ def add_parsers(command):
         "Train a GAN; writes samples, curves, the generator and summary.json "
         "under --out.",
     )
-    add_config_arguments(train)
+    add_config_arguments(
+        train, flags=("batch_size", "epochs", "learning_rate", "fid_images")
+    )
     train.add_argument(
         "--snapshot-every",
         type=int,

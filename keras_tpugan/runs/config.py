@@ -173,6 +173,10 @@ class TrainConfig:
     quality_max_share: float | None = 0.1
     # The FCD whose first reaching gives steps/images/seconds to target.
     target_fcd: float | None = None
+    # The final FID (any data; `runs/final_fid.py`): on N generated and N
+    # real images after the last epoch (0: off; None: 10,000 when they cost
+    # at most quality_max_share of the training time, else skipped).
+    fid_images: int | None = None
 
     def strategy_options(self):
         """The keyword arguments of `distribute.get_strategy` this config sets.

@@ -73,6 +73,7 @@ def check_config(config):
             raise ValueError(
                 f"Expected {name} >= 1. Received: {name}={getattr(config, name)}."
             )
+    check_fid_images(config.fid_images)
     for name in ("backup_minutes", "curves_every_seconds"):
         if getattr(config, name) < 0:
             raise ValueError(
@@ -174,3 +175,18 @@ def check_config(config):
                 "Expected penalty_weight > 0 (10 is usual). Received: "
                 f"penalty_weight={config.penalty_weight}."
             )
+
+
+def check_fid_images(fid_images):
+    """Raises a `ValueError` unless `fid_images` is None, 0 or at least 2."""
+    if fid_images is not None and (
+        isinstance(fid_images, bool)
+        or not isinstance(fid_images, int)
+        or fid_images == 1
+        or fid_images < 0
+    ):
+        raise ValueError(
+            "Expected fid_images >= 2 (a covariance needs 2 images), 0 (off) "
+            "or None (10,000 when they cost at most quality_max_share of the "
+            f"training time). Received: fid_images={fid_images!r}."
+        )

@@ -10,6 +10,7 @@ SHA-256), the size, the number of images and the weights' checksum, so a
 second comparison against the same data reads nothing again.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,11 +36,14 @@ def fid_between(
     batch_size=50,
     weights=None,
     cache=True,
+    network=None,
 ):
     """The FID between two sets of images, on the standard FID network.
 
     Args:
-        a: A folder of images, a TFDS name, a run folder or a `.keras` file.
+        a: A folder of images, a TFDS name, a run folder, a `.keras` file,
+            or a `keras_tpugan.data.ImageSource` (read as it says:
+            `image_size` and `channels` apply to the other kinds).
         b: The same kinds.
         num: Images per side: a generator draws this many; of data, at most
             this many are read (a subset drawn from `seed`).
@@ -52,7 +56,10 @@ def fid_between(
         batch_size: Images per batch through the network.
         weights: The FID network's weights file (None: looked for as
             `metrics.fid_weights_path` does).
-        cache: Read and write each side's statistics in the cache.
+        cache: Read and write each side's statistics in the cache (data held
+            in memory, arrays or a `tf.data.Dataset`, is never cached).
+        network: A `metrics.FIDInception` to use (None: one is built from
+            `weights`).
 
     Returns:
         A dict: `fid`, `kid` (None without `kid`), `images` (per side),
@@ -70,25 +77,25 @@ def fid_between(
         raise ValueError(
             f"Expected num >= 2 (a covariance needs 2 images). Received: num={num!r}."
         )
-    network = metrics.FIDInception(weights, batch_size=batch_size)
-    models = {side: _model_path(side) for side in (a, b)}
+    if network is None:
+        network = metrics.FIDInception(weights, batch_size=batch_size)
+    models = [_model_path(a), _model_path(b)]
     if image_size is None:
-        image_size = next(
-            (_generated_size(path) for path in models.values() if path), None
-        )
+        image_size = next((_generated_size(path) for path in models if path), None)
     started, computed = time.perf_counter(), 0
     sides = []
-    for side in (a, b):
-        key = _key(side, models[side], image_size, channels, num, seed, network)
-        path = os.path.join(metrics.cache_dir(), "fid_statistics", f"{key}.npz")
-        statistics, features = (_read(path) if cache and not kid else None), None
+    for side, model_path in zip((a, b), models, strict=True):
+        path = statistics_path(side, num, image_size, channels, seed)
+        statistics, features = None, None
+        if cache and not kid and path is not None:
+            statistics = read_statistics(path)
         if statistics is None:
             features = _features(
-                side, models[side], network, num, (image_size, channels), seed
+                side, model_path, network, num, (image_size, channels), seed
             )
             computed += len(features)
             statistics = (*metrics.feature_statistics(features), len(features))
-            if cache:
+            if cache and path is not None:
                 _write(path, statistics)
         sides.append((statistics, features))
     seconds = time.perf_counter() - started
@@ -103,8 +110,30 @@ def fid_between(
     }
 
 
+def statistics_path(side, num, image_size=None, channels=None, seed=0):
+    """Where the statistics of a side of `fid_between` are cached.
+
+    Args:
+        side: As `fid_between`'s `a`.
+        num: Images of the side.
+        image_size: As `fid_between`'s.
+        channels: As `fid_between`'s.
+        seed: As `fid_between`'s.
+
+    Returns:
+        The `.npz` path (present or not), or None for data that is never
+        cached.
+    """
+    key = _key(side, _model_path(side), image_size, channels, num, seed)
+    if key is None:
+        return None
+    return os.path.join(metrics.cache_dir(), "fid_statistics", f"{key}.npz")
+
+
 def _model_path(side):
     """The model file a side names, or None for data."""
+    if isinstance(side, data_lib.ImageSource):
+        return None
     side = os.fspath(side)
     if side.endswith(".keras"):
         return side
@@ -117,7 +146,7 @@ def _model_path(side):
 
 
 def _generated_size(path):
-    model = _load(path)
+    model = cached_generator(path)
     generator = getattr(model, "generator", model)  # a GAN's, or the generator
     return tuple(generator.output_shape[1:3])
 
@@ -125,15 +154,18 @@ def _generated_size(path):
 _MODELS = {}
 
 
-def _load(path):
-    if path not in _MODELS:
-        _MODELS[path] = load_generator(path)
-    return _MODELS[path]
+def cached_generator(path):
+    """The generator (or GAN) in `path`, loaded once per version of the file."""
+    stat = os.stat(path)  # a file written again is loaded again
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _MODELS:
+        _MODELS[key] = load_generator(path)
+    return _MODELS[key]
 
 
 def _features(side, model_path, network, num, reading, seed):
     if model_path is not None:
-        model = _load(model_path)
+        model = cached_generator(model_path)
         out = []
         # In chunks: 10,000 generated images at 256x256 would not fit.
         for start in range(0, num, 1000):
@@ -143,9 +175,11 @@ def _features(side, model_path, network, num, reading, seed):
         return np.concatenate(out)
     image_size, channels = reading
     # Streamed: a folder decodes, a TFDS split reads, only the subset.
-    source = data_lib.ImageSource.of(
-        side, image_size=image_size, channels=channels, stream=True
-    )
+    source = side
+    if not isinstance(side, data_lib.ImageSource):
+        source = data_lib.ImageSource.of(
+            side, image_size=image_size, channels=channels, stream=True
+        )
     images, _, _ = read_subset(source, seed, num)
     out = []
     for start in range(0, len(images), 1000):
@@ -154,10 +188,24 @@ def _features(side, model_path, network, num, reading, seed):
     return np.concatenate(out)
 
 
-def _key(side, model_path, image_size, channels, num, seed, network):
-    if model_path is not None:
-        what = ["model", file_sha256(model_path)]
-    elif os.path.isdir(side):
+def _key(side, model_path, image_size, channels, num, seed):
+    if isinstance(side, data_lib.ImageSource):
+        if side.kind not in ("folder", "name"):
+            return None  # in memory: nothing to know it again by
+        options = dataclasses.asdict(side)
+        options.pop("data")
+        what = [_what(side.data), options]
+        image_size = channels = None  # the source's own
+    else:
+        what = ["model", file_sha256(model_path)] if model_path else _what(side)
+    described = [what, image_size, channels, num, seed, metrics.FID_WEIGHTS_SHA256]
+    text = json.dumps(described, sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _what(side):
+    """What a folder or a dataset name holds, as far as a key needs."""
+    if os.path.isdir(side):
         listing = []
         for root, _, files in sorted(os.walk(side)):
             for name in sorted(files):
@@ -169,20 +217,16 @@ def _key(side, model_path, image_size, channels, num, seed, network):
                         stat.st_mtime_ns,
                     ]
                 )
-        what = ["folder", os.path.abspath(side), listing]
-    else:
-        what = ["dataset", str(side)]
-    described = [what, image_size, channels, num, seed, metrics.FID_WEIGHTS_SHA256]
-    text = json.dumps(described, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return ["folder", os.path.abspath(side), listing]
+    return ["dataset", str(side)]
 
 
-def _read(path):
+def read_statistics(path):
     try:
         with np.load(path) as stored:
             return stored["mean"], stored["covariance"], int(stored["count"])
     except (OSError, ValueError, KeyError):
-        return None  # absent or damaged: computed again
+        return None
 
 
 def _write(path, statistics):

@@ -42,6 +42,7 @@ PRESETS = {
         quality_images=200,
         # Every epoch scored: the preset checks that everything runs.
         quality_max_share=None,
+        fid_images=0,
     ),
     # The reference study's setting on a TPU v3-8: full MNIST from TFDS,
     # bfloat16 + XLA, batch 512, 30 epochs.

@@ -76,6 +76,7 @@ SETTINGS_HELP = {
     "quality_every_images": "or score every N images seen (none: by epochs)",
     "quality_max_share": "skip a score that would spend over this share of the time",
     "target_fcd": "the FCD whose first reaching is timed (steps, images, seconds)",
+    "fid_images": "final FID on N images a side (0: off; none: 10,000 if cheap)",
 }
 
 # The settings with a flag of their own: `(flag, setting, type)`. Train
@@ -86,4 +87,5 @@ EVERYDAY_FLAGS = (
     ("--learning-rate", "learning_rate", float),
     ("--seed", "seed", int),
     ("--precision", "precision", str),
+    ("--fid-images", "fid_images", int),
 )

@@ -9,6 +9,7 @@ import keras
 
 from keras_tpugan import callbacks, metrics
 from keras_tpugan.runs import results, run_folder
+from keras_tpugan.runs.final_fid import final_fid
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
@@ -50,8 +51,12 @@ def train(
     classifier score, KID, precision and recall every `quality_every`
     epochs (MNIST against the shipped digit classifier, other labelled data
     against a classifier of its own classes: `QualityMetrics.for_data`; the
-    summary's `quality_unavailable` says why when it cannot); a
-    `DivergenceGuard` stops a diverging run.
+    summary's `quality_unavailable` says why when it cannot; data without
+    labels is scored by FID); a `DivergenceGuard` stops a diverging run.
+    After the last epoch the chief scores the generator's FID against the
+    run's data on `config.fid_images` images a side (`runs/final_fid.py`:
+    unset, 10,000 when they cost at most `quality_max_share` of the
+    training time; the summary's `final_fid_skipped` says why not).
 
     A run can be killed at any point and continued: at the end of the first
     epoch `config.backup_minutes` after the last backup, and when the run
@@ -235,10 +240,12 @@ def train(
         shutil.rmtree(backup_dir, ignore_errors=True)
         if chief:
             shutil.rmtree(os.path.join(workdir, run_folder.BACKUP), ignore_errors=True)
+    fid = {}
     if chief:
         generator = gan.ema_generator or gan.generator
         with replaced_whole(os.path.join(workdir, "generator.keras")) as path:
             generator.save(path)
+        fid = _final_fid(config, workdir, train_seconds, processes, stopped_by_budget)
     summary = {
         "data_source": info["source"],
         "dataset": config.dataset,
@@ -282,6 +289,9 @@ def train(
         "image_shape": list(info["image_shape"]),
         "quality_unavailable": unavailable,
         **_time_to_target(config, scoring),
+        # fid_images, final_fid, final_fid_real_images, final_fid_seconds,
+        # final_fid_skipped (the chief's; absent on the other processes).
+        **fid,
     }
     if chief:
         results.write_json(summary, os.path.join(workdir, "summary.json"))
@@ -318,6 +328,38 @@ def _quality_unavailable(config, info):
             f"classes, and FID the standard network's weights: {e}"
         )
     return None
+
+
+def _final_fid(config, workdir, train_seconds, processes, unfinished):
+    """The final FID of the run's generator (`runs/final_fid.py`), logged."""
+    skipped = None
+    if processes > 1:
+        skipped = "one process only: run keras-tpugan fid on the run folder after"
+    elif unfinished:
+        skipped = "the run is not finished (scored at its last epoch)"
+    if skipped and config.fid_images != 0:
+        fid = {"fid_images": config.fid_images, "final_fid": None}
+        fid["final_fid_skipped"] = skipped
+    else:
+        fid = final_fid(
+            os.path.join(workdir, "generator.keras"),
+            config.image_source(),
+            num=config.fid_images,
+            seed=config.seed,
+            train_seconds=train_seconds,
+            max_share=config.quality_max_share,
+        )
+    if fid["final_fid"] is not None:
+        logger.warning(
+            "final FID %.2f: %d generated against %d real images (%.0f s).",
+            fid["final_fid"],
+            fid["fid_images"],
+            fid["final_fid_real_images"],
+            fid["final_fid_seconds"],
+        )
+    elif config.fid_images != 0:
+        logger.warning("final FID: skipped: %s.", fid["final_fid_skipped"])
+    return fid
 
 
 def _quality_max_share(config):
