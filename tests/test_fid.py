@@ -272,6 +272,46 @@ def test_an_unlabelled_folder_trains_with_fid_in_every_record(
 
 # Glue shared by both backends (the network is checked on both above).
 @pytest.mark.tensorflow_only
+def test_labelled_data_is_scored_by_fid_with_quality_features_inception(
+    tmp_path, caplog, monkeypatch
+):
+    """Slow (about 10-20 s): a folder of two classes, which gets a
+    classifier's figures by default, is scored by FID instead."""
+    from conftest import colour_folder
+
+    from keras_tpugan.runs.config import TrainConfig
+    from keras_tpugan.runs.train import train
+
+    monkeypatch.setenv("KERAS_TPUGAN_CACHE", str(tmp_path / "cache"))
+    colour_folder(tmp_path / "classes")
+    config = TrainConfig.preset(
+        "smoke",
+        dataset=str(tmp_path / "classes"),
+        image_size=16,
+        batch_size=16,
+        width=8,
+        latent_dim=8,
+        num_replicas=1,
+        quality_images=8,
+        quality_features="inception",
+    )
+    with caplog.at_level("WARNING", logger="keras_tpugan"):
+        summary = train(config, tmp_path / "run", verbose=0)
+    assert summary["quality_unavailable"] is None
+    assert summary["best_fid"] == summary["final"]["fid"] > 0
+    assert "fcd" not in summary["final"] and "classifier_score" not in summary["final"]
+    (line,) = [
+        r.getMessage() for r in caplog.records if "standard FID" in r.getMessage()
+    ]
+    assert "(quality_features=inception), against 44 of the run's images" in line
+    with pytest.raises(
+        ValueError, match=r"quality_features in \('auto', 'inception'\)"
+    ):
+        TrainConfig.preset("smoke", quality_features="fid")
+
+
+# Glue shared by both backends (the network is checked on both above).
+@pytest.mark.tensorflow_only
 def test_the_fid_command_agrees_with_the_reference_on_two_folders(
     tmp_path, capsys, monkeypatch
 ):
@@ -396,11 +436,12 @@ def test_the_final_fid_is_skipped_when_it_would_cost_over_its_share(
     assert "at least 2.0 s on any device" in unaffordable["final_fid_skipped"]
     assert "set --fid-images N" in unaffordable["final_fid_skipped"]
     monkeypatch.setattr(final_fid_lib, "DEFAULT_FID_IMAGES", 8)
-    # A share of 0.01 s: no network is built and run that fast.
-    slow = final_fid(generator, source, train_seconds=0.1)
+    # A share of 0.01 s: no network runs two batches that fast.
+    network = metrics.FIDInception(batch_size=4)
+    slow = final_fid(generator, source, train_seconds=0.1, network=network)
     assert slow["final_fid"] is None and "images/s here" in slow["final_fid_skipped"]
-    affordable = final_fid(generator, source, train_seconds=1e9)
-    asked = final_fid(generator, source, num=8, train_seconds=0.1)
+    affordable = final_fid(generator, source, train_seconds=1e9, network=network)
+    asked = final_fid(generator, source, num=8, train_seconds=0.1, network=network)
     assert affordable["final_fid_skipped"] is None and affordable["fid_images"] == 8
     assert affordable["final_fid"] > 0
     assert asked["final_fid"] == pytest.approx(affordable["final_fid"], rel=1e-9)

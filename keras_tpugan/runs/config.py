@@ -162,6 +162,9 @@ class TrainConfig:
     # shipped classifier, other labelled data against one of its classes.
     quality_every: int = 5
     quality_images: int = 1000
+    # "inception": FID (with KID, precision and recall) on the standard FID
+    # network for any data, labelled or not ("auto": FID without labels).
+    quality_features: str = "auto"
     # Or score every N images seen (the same points at any batch size);
     # with a target_fcd and no quality_every_images, every quality_every
     # epochs' worth of the dataset's images.

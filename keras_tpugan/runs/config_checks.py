@@ -16,6 +16,11 @@ from keras_tpugan import (
 from keras_tpugan.keyed_dropout import check_rate
 from keras_tpugan.runs.config_types import is_type, type_name
 
+# What the quality figures are computed on: "auto" (MNIST's shipped
+# classifier, a classifier of labelled data's classes, the standard FID
+# network for data without labels) or "inception" (the FID network always).
+QUALITY_FEATURES = ("auto", "inception")
+
 
 def check_config(config):
     """Raises a `ValueError` naming the first field of `config` that is wrong."""
@@ -38,6 +43,7 @@ def check_config(config):
         "lr_scaling": large_batch.LR_SCALINGS,
         "gradient_penalty": (None, *penalties.PENALTIES),
         "all_reduce_dtype": precision.ALL_REDUCE_DTYPES,
+        "quality_features": QUALITY_FEATURES,
     }
     for name, allowed in checks.items():
         if getattr(config, name) not in allowed:

@@ -34,6 +34,7 @@ def final_fid(
     train_seconds=None,
     max_share=0.1,
     batch_size=50,
+    network=None,
 ):
     """The FID of a run's generator against its data, or why it was skipped.
 
@@ -50,6 +51,8 @@ def final_fid(
         max_share: The share of `train_seconds` the default may cost (None:
             any).
         batch_size: Images per batch through the network.
+        network: A `metrics.FIDInception` to use (None: one is built when
+            needed, from the weights `metrics.fid_weights_path` finds).
 
     Returns:
         A dict: `fid_images` (asked for, or the default), `final_fid`
@@ -86,9 +89,10 @@ def final_fid(
         budget = max_share * train_seconds
         if asked * sides / FASTEST_IMAGES_PER_SEC > budget:
             return {**out, "final_fid_skipped": _too_costly(asked, sides, budget)}
-    network = metrics.FIDInception(weights, batch_size=batch_size)
+    if network is None:
+        network = metrics.FIDInception(weights, batch_size=batch_size)
     if budget is not None:
-        rate = _images_per_sec(network, generator_path, seed, batch_size)
+        rate = _images_per_sec(network, generator_path, seed, network.batch_size)
         projected = time.perf_counter() - started + asked * sides / rate
         if projected > budget:
             return {

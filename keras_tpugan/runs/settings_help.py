@@ -73,6 +73,7 @@ SETTINGS_HELP = {
     "curves_every_seconds": "redraw the curves at most every N seconds (0: each epoch)",
     "quality_every": "quality figures (FCD, KID, ...) every N epochs (0: off)",
     "quality_images": "generated images each quality figure is computed on",
+    "quality_features": "auto (a classifier where labels, else FID) or inception (FID)",
     "quality_every_images": "or score every N images seen (none: by epochs)",
     "quality_max_share": "skip a score that would spend over this share of the time",
     "target_fcd": "the FCD whose first reaching is timed (steps, images, seconds)",

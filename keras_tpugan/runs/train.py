@@ -172,13 +172,17 @@ def train(
             global_batch_size=config.batch_size,
             max_share=_quality_max_share(config),
             on_unlabelled="fid",
+            **({"features": "inception"} if _scores_fid(config) else {}),
         )
         record = quality.classifier_record
         if quality.features == "inception":
             logger.warning(
                 "quality figures: FID, KID, precision and recall on the "
-                "standard FID network (no labels: no classifier), against %d "
-                "of the run's images (floor: %d held-out ones).",
+                "standard FID network (%s), against %d of the run's images "
+                "(floor: %d held-out ones).",
+                "quality_features=inception"
+                if _scores_fid(config)
+                else "no labels: no classifier",
                 len(quality.real_images),
                 len(quality.held_out_images),
             )
@@ -315,12 +319,15 @@ def _quality_unavailable(config, info):
     if not config.quality_every:
         return "off (quality_every=0)"
     shipped = callbacks.QualityMetrics.uses_mnist_classifier(config.image_source())
-    if shipped or (info["num_classes"] or 0) >= 2:
+    labelled = shipped or (info["num_classes"] or 0) >= 2
+    if labelled and not _scores_fid(config):
         return None
     # No labels: FID, on the standard network, when its weights are found.
     try:
         metrics.fid_weights_path()
     except ValueError as e:
+        if labelled:
+            return f"unavailable: FID needs the standard network's weights: {e}"
         shape = "x".join(map(str, info["image_shape"]))
         return (
             f"unavailable for {info['name']!r} ({shape} images, no labels): "
@@ -360,6 +367,10 @@ def _final_fid(config, workdir, train_seconds, processes, unfinished):
     elif config.fid_images != 0:
         logger.warning("final FID: skipped: %s.", fid["final_fid_skipped"])
     return fid
+
+
+def _scores_fid(config):
+    return config.quality_features == "inception"
 
 
 def _quality_max_share(config):
