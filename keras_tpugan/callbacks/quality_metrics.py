@@ -417,18 +417,20 @@ class QualityMetrics(GANCallback):
         """
         if self.real_features is None:
             self.real_features, self.floor = fid_reference_features(
-                self._network(), self.real_images, self.held_out_images
+                self.fid_network(), self.real_images, self.held_out_images
             )
         return self.real_features, self.floor
 
-    def _network(self):
+    def fid_network(self):
+        """The standard FID network it scores with (`metrics.FIDInception`),
+        built on first use."""
         if self._fid_network is None:
             self._fid_network = metrics.FIDInception(self.inception_weights)
         return self._fid_network
 
     def _extract(self, images):
         if self.features == "inception":
-            return self._network().features(images), None
+            return self.fid_network().features(images), None
         return metrics.classifier_outputs(self.classifier, images)
 
     def on_train_batch_end(self, batch, logs=None):  # with every_n_images only

@@ -249,7 +249,13 @@ def train(
         generator = gan.ema_generator or gan.generator
         with replaced_whole(os.path.join(workdir, "generator.keras")) as path:
             generator.save(path)
-        fid = _final_fid(config, workdir, train_seconds, processes, stopped_by_budget)
+        # The network the run scored FID with, if it did (not built twice).
+        network = next(
+            (q.fid_network() for q in scoring if q.features == "inception"), None
+        )
+        fid = _final_fid(
+            config, workdir, train_seconds, processes, stopped_by_budget, network
+        )
     summary = {
         "data_source": info["source"],
         "dataset": config.dataset,
@@ -337,7 +343,7 @@ def _quality_unavailable(config, info):
     return None
 
 
-def _final_fid(config, workdir, train_seconds, processes, unfinished):
+def _final_fid(config, workdir, train_seconds, processes, unfinished, network):
     """The final FID of the run's generator (`runs/final_fid.py`), logged."""
     skipped = None
     if processes > 1:
@@ -355,6 +361,7 @@ def _final_fid(config, workdir, train_seconds, processes, unfinished):
             seed=config.seed,
             train_seconds=train_seconds,
             max_share=config.quality_max_share,
+            network=network,
         )
     if fid["final_fid"] is not None:
         logger.warning(
