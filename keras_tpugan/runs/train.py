@@ -9,7 +9,7 @@ import keras
 
 from keras_tpugan import callbacks, metrics
 from keras_tpugan.runs import results, run_folder
-from keras_tpugan.runs.final_fid import final_fid
+from keras_tpugan.runs.final_fid import DEFAULT_FID_IMAGES, final_fid
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
@@ -351,7 +351,9 @@ def _final_fid(config, workdir, train_seconds, processes, unfinished, network):
     elif unfinished:
         skipped = "the run is not finished (scored at its last epoch)"
     if skipped and config.fid_images != 0:
-        fid = {"fid_images": config.fid_images, "final_fid": None}
+        asked = config.fid_images
+        fid = {"fid_images": DEFAULT_FID_IMAGES if asked is None else asked}
+        fid["final_fid"] = None
         fid["final_fid_skipped"] = skipped
     else:
         fid = final_fid(
