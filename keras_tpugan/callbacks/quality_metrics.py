@@ -422,8 +422,7 @@ class QualityMetrics(GANCallback):
         return self.real_features, self.floor
 
     def fid_network(self):
-        """The standard FID network it scores with (`metrics.FIDInception`),
-        built on first use."""
+        """The standard FID network it scores with, built on first use."""
         if self._fid_network is None:
             self._fid_network = metrics.FIDInception(self.inception_weights)
         return self._fid_network

@@ -85,7 +85,7 @@ def fid_between(
     started, computed = time.perf_counter(), 0
     sides = []
     for side, model_path in zip((a, b), models, strict=True):
-        path = statistics_path(side, num, image_size, channels, seed)
+        path = _statistics_path(side, model_path, num, image_size, channels, seed)
         statistics, features = None, None
         if cache and not kid and path is not None:
             statistics = read_statistics(path)
@@ -124,7 +124,11 @@ def statistics_path(side, num, image_size=None, channels=None, seed=0):
         The `.npz` path (present or not), or None for data that is never
         cached.
     """
-    key = _key(side, _model_path(side), image_size, channels, num, seed)
+    return _statistics_path(side, _model_path(side), num, image_size, channels, seed)
+
+
+def _statistics_path(side, model_path, num, image_size, channels, seed):
+    key = _key(side, model_path, image_size, channels, num, seed)
     if key is None:
         return None
     return os.path.join(metrics.cache_dir(), "fid_statistics", f"{key}.npz")
@@ -222,6 +226,8 @@ def _what(side):
 
 
 def read_statistics(path):
+    """`(mean, covariance, count)` cached at `path`, or None when it is
+    absent or damaged (computed again)."""
     try:
         with np.load(path) as stored:
             return stored["mean"], stored["covariance"], int(stored["count"])

@@ -35,6 +35,7 @@ def final_fid(
     max_share=0.1,
     batch_size=50,
     network=None,
+    skipped=None,
 ):
     """The FID of a run's generator against its data, or why it was skipped.
 
@@ -53,6 +54,8 @@ def final_fid(
         batch_size: Images per batch through the network.
         network: A `metrics.FIDInception` to use (None: one is built when
             needed, from the weights `metrics.fid_weights_path` finds).
+        skipped: The caller's reason not to score (an unfinished run), or
+            None; returned as `final_fid_skipped` unless `num` is 0.
 
     Returns:
         A dict: `fid_images` (asked for, or the default), `final_fid`
@@ -77,6 +80,8 @@ def final_fid(
     }
     if asked == 0:
         return {**out, "final_fid_skipped": "off (fid_images=0)"}
+    if skipped:
+        return {**out, "final_fid_skipped": skipped}
     started = time.perf_counter()
     try:
         weights = metrics.fid_weights_path()
@@ -92,7 +97,7 @@ def final_fid(
     if network is None:
         network = metrics.FIDInception(weights, batch_size=batch_size)
     if budget is not None:
-        rate = _images_per_sec(network, generator_path, seed, network.batch_size)
+        rate = _images_per_sec(network, generator_path, seed)
         projected = time.perf_counter() - started + asked * sides / rate
         if projected > budget:
             return {
@@ -116,9 +121,10 @@ def _real_cached(image_source, num, seed):
     return path is not None and fid_lib.read_statistics(path) is not None
 
 
-def _images_per_sec(network, generator_path, seed, batch_size):
+def _images_per_sec(network, generator_path, seed):
     """The network's images/s here: a second batch timed after a first that
     traces and compiles it."""
+    batch_size = network.batch_size
     generator = fid_lib.cached_generator(generator_path)
     images, _ = generate(generator, 2 * batch_size, seed=seed)
     network.features(images[:batch_size])

@@ -7,9 +7,8 @@ import time
 
 import keras
 
-from keras_tpugan import callbacks, metrics
-from keras_tpugan.runs import results, run_folder
-from keras_tpugan.runs.final_fid import DEFAULT_FID_IMAGES, final_fid
+from keras_tpugan import callbacks
+from keras_tpugan.runs import results, run_folder, run_scoring
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
@@ -158,46 +157,7 @@ def train(
     )
     speed = callbacks.Throughput(global_batch_size=config.batch_size)
     guard = callbacks.DivergenceGuard()
-    scoring = []
-    unavailable = _quality_unavailable(config, info)
-    if unavailable and config.quality_every:
-        logger.warning("quality figures: %s.", unavailable)
-    elif config.quality_every:
-        quality = callbacks.QualityMetrics.for_data(
-            config.image_source(),
-            every_n_epochs=config.quality_every,
-            num_images=config.quality_images,
-            seed=config.seed,
-            every_n_images=_quality_every_images(config, info),
-            global_batch_size=config.batch_size,
-            max_share=_quality_max_share(config),
-            on_unlabelled="fid",
-            **({"features": "inception"} if _scores_fid(config) else {}),
-        )
-        record = quality.classifier_record
-        if quality.features == "inception":
-            logger.warning(
-                "quality figures: FID, KID, precision and recall on the "
-                "standard FID network (%s), against %d of the run's images "
-                "(floor: %d held-out ones).",
-                "quality_features=inception"
-                if _scores_fid(config)
-                else "no labels: no classifier",
-                len(quality.real_images),
-                len(quality.held_out_images),
-            )
-        elif record is not None:
-            logger.warning(
-                "quality figures: FCD, classifier score, KID, precision and "
-                "recall on a classifier of the run's %d classes (test "
-                "accuracy %.3f), against %d of its images (floor: %d held-out "
-                "ones).",
-                record["num_classes"],
-                record["test_accuracy"],
-                record["real_images"],
-                record["held_out_images"],
-            )
-        scoring = [quality]
+    scoring, unavailable = run_scoring.quality_scoring(config, info)
     fit_started = time.perf_counter()
     initial_epoch, extend = restored_epoch, []
     if warm_start:  # on from a snapshot
@@ -249,12 +209,8 @@ def train(
         generator = gan.ema_generator or gan.generator
         with replaced_whole(os.path.join(workdir, "generator.keras")) as path:
             generator.save(path)
-        # The network the run scored FID with, if it did (not built twice).
-        network = next(
-            (q.fid_network() for q in scoring if q.features == "inception"), None
-        )
-        fid = _final_fid(
-            config, workdir, train_seconds, processes, stopped_by_budget, network
+        fid = run_scoring.run_final_fid(
+            config, workdir, train_seconds, processes, stopped_by_budget, scoring
         )
     summary = {
         "data_source": info["source"],
@@ -287,7 +243,7 @@ def train(
         # The epochs validated (1: every epoch).
         "validation_epochs": validation_epochs if run.validation else None,
         "curves_every_seconds": config.curves_every_seconds,
-        "quality_max_share": _quality_max_share(config),
+        "quality_max_share": run_scoring.quality_max_share(config),
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
@@ -298,7 +254,7 @@ def train(
         "final": {k: float(v[-1]) for k, v in history.history.items() if v},
         "image_shape": list(info["image_shape"]),
         "quality_unavailable": unavailable,
-        **_time_to_target(config, scoring),
+        **run_scoring.time_to_target(config, scoring),
         # fid_images, final_fid, final_fid_real_images, final_fid_seconds,
         # final_fid_skipped (the chief's; absent on the other processes).
         **fid,
@@ -318,108 +274,6 @@ def _validation_epochs(config, steps_per_epoch):
     if every == 1:
         return 1
     return sorted({*range(every, config.epochs + 1, every), config.epochs})
-
-
-def _quality_unavailable(config, info):
-    """Why the run gets no quality figures, or None when it gets them."""
-    if not config.quality_every:
-        return "off (quality_every=0)"
-    shipped = callbacks.QualityMetrics.uses_mnist_classifier(config.image_source())
-    labelled = shipped or (info["num_classes"] or 0) >= 2
-    if labelled and not _scores_fid(config):
-        return None
-    # No labels: FID, on the standard network, when its weights are found.
-    try:
-        metrics.fid_weights_path()
-    except ValueError as e:
-        if labelled:
-            return f"unavailable: FID needs the standard network's weights: {e}"
-        shape = "x".join(map(str, info["image_shape"]))
-        return (
-            f"unavailable for {info['name']!r} ({shape} images, no labels): "
-            "FCD and the classifier score need a classifier of the data's "
-            f"classes, and FID the standard network's weights: {e}"
-        )
-    return None
-
-
-def _final_fid(config, workdir, train_seconds, processes, unfinished, network):
-    """The final FID of the run's generator (`runs/final_fid.py`), logged."""
-    skipped = None
-    if processes > 1:
-        skipped = "one process only: run keras-tpugan fid on the run folder after"
-    elif unfinished:
-        skipped = "the run is not finished (scored at its last epoch)"
-    if skipped and config.fid_images != 0:
-        asked = config.fid_images
-        fid = {"fid_images": DEFAULT_FID_IMAGES if asked is None else asked}
-        fid["final_fid"] = None
-        fid["final_fid_skipped"] = skipped
-    else:
-        fid = final_fid(
-            os.path.join(workdir, "generator.keras"),
-            config.image_source(),
-            num=config.fid_images,
-            seed=config.seed,
-            train_seconds=train_seconds,
-            max_share=config.quality_max_share,
-            network=network,
-        )
-    if fid["final_fid"] is not None:
-        logger.warning(
-            "final FID %.2f: %d generated against %d real images (%.0f s).",
-            fid["final_fid"],
-            fid["fid_images"],
-            fid["final_fid_real_images"],
-            fid["final_fid_seconds"],
-        )
-    elif config.fid_images != 0:
-        logger.warning("final FID: skipped: %s.", fid["final_fid_skipped"])
-    return fid
-
-
-def _scores_fid(config):
-    return config.quality_features == "inception"
-
-
-def _quality_max_share(config):
-    """No share limit with a target: the points scored (and so the time to
-    target) must not depend on the machine's speed."""
-    return None if config.target_fcd is not None else config.quality_max_share
-
-
-def _quality_every_images(config, info):
-    if config.quality_every_images or config.target_fcd is None:
-        return config.quality_every_images
-    # A schedule in images that is the same for every batch size.
-    return config.quality_every * info["num_examples"] if info["num_examples"] else None
-
-
-def _time_to_target(config, scoring):
-    """The quality schedule and the first score at or below the target."""
-    if not scoring:
-        return {}
-    quality = scoring[0]
-    name = "fid" if quality.features == "inception" else "fcd"
-    distances = [r[name] for r in quality.records]
-    out = {
-        "quality_schedule": quality.records,
-        # Scheduled scores skipped to keep within quality_max_share.
-        "quality_skipped": quality.skipped,
-        f"best_{name}": min(distances) if distances else None,
-        "target_fcd": config.target_fcd,
-        "steps_to_target": None,
-        "images_to_target": None,
-        "seconds_to_target": None,
-    }
-    reached = (
-        None if config.target_fcd is None else quality.first_reaching(config.target_fcd)
-    )
-    if reached is not None:
-        out["steps_to_target"] = reached["step"]
-        out["images_to_target"] = reached["images"]
-        out["seconds_to_target"] = reached["seconds"]
-    return out
 
 
 def _restore_epoch(backup, workdir):
