@@ -95,6 +95,9 @@ def test_load_offline_mnist(caplog):
     assert images.numpy().min() == -1.0 and images.numpy().max() == 1.0
     assert ds.element_spec[0].shape[0] == 64  # drop_remainder: static batch
     assert sum(1 for _ in ds) == 4000 // 64
+    # Autotuning off: dropping an epoch's iterator would otherwise wait for
+    # the autotuner's pass in progress (up to a second between epochs).
+    assert ds.options().autotune.enabled is False
 
 
 def test_shuffle_order_is_a_function_of_seed_and_epoch():
@@ -574,6 +577,7 @@ def test_a_tfds_split_streams_from_its_files_keyed_by_seed_and_epoch(tmp_path, c
         )
     assert "streaming 60 images of TFDS" in caplog.text and "3 file(s)" in caplog.text
     assert info["streamed"] and info["memory_bytes"] == 0
+    assert streamed.options().autotune.enabled is False
     assert info["num_examples"] == 60 and info["image_shape"] == (8, 8, 3)
     assert info["num_classes"] == 3 and info["source"] == "tfds"
     held = read(shuffle=False)

@@ -439,7 +439,18 @@ def test_the_final_fid_is_skipped_when_it_would_cost_over_its_share(
     # A share of 0.01 s: no network runs two batches that fast.
     network = metrics.FIDInception(batch_size=4)
     slow = final_fid(generator, source, train_seconds=0.1, network=network)
-    assert slow["final_fid"] is None and "images/s here" in slow["final_fid_skipped"]
+    assert slow["final_fid"] is None and " s at " in slow["final_fid_skipped"]
+    assert "images/s here" in slow["final_fid_skipped"]
+    # A batch of 16: a batch of 8 is timed first, and its bound (16 images
+    # in a batch of 8's time) already exceeds the share.
+    probed = final_fid(
+        generator,
+        source,
+        train_seconds=0.1,
+        network=metrics.FIDInception(batch_size=16),
+    )
+    assert probed["final_fid"] is None and probed["final_fid_seconds"] > 0
+    assert " s at under " in probed["final_fid_skipped"]
     affordable = final_fid(generator, source, train_seconds=1e9, network=network)
     asked = final_fid(generator, source, num=8, train_seconds=0.1, network=network)
     assert affordable["final_fid_skipped"] is None and affordable["fid_images"] == 8

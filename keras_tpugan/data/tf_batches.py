@@ -76,7 +76,7 @@ def tf_epoch_batches(images, class_ids, batch_size, shuffle, seed, xflip, labels
         deterministic=True,
     )
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return without_autotune(ds.prefetch(tf.data.AUTOTUNE))
 
 
 def without_autograph(fn):
@@ -88,6 +88,20 @@ def without_autograph(fn):
     raise when traced.
     """
     return tf.autograph.experimental.do_not_convert(fn)
+
+
+def without_autotune(ds):
+    """`ds` with tf.data's autotuning off: each `AUTOTUNE` parallelism is
+    then the number of CPU cores (at most 16), each prefetch buffer fixed.
+
+    Keras drops an epoch's iterator when the epoch ends, and dropping one
+    waits for the autotuner's optimization pass in progress, which the
+    training step's load on the CPU can stretch to a second; a run of 250
+    short epochs lost minutes to it (docs/design/notes.md).
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.with_options(options)
 
 
 def tf_epoch_keys(n, seed, epoch, stream):

@@ -17,6 +17,7 @@ from keras_tpugan.data.tf_batches import (
     tf_epoch_flips,
     tf_epoch_keys,
     without_autograph,
+    without_autotune,
 )
 from keras_tpugan.tf_import import tf
 
@@ -287,7 +288,7 @@ def streamed_tfds(image_source, batch_size, labels, shuffle, seed, xflip):
         else "in their stored order",
         n * np.prod(image_shape) / 1e6,
     )
-    return ds.prefetch(tf.data.AUTOTUNE), info
+    return without_autotune(ds.prefetch(tf.data.AUTOTUNE)), info
 
 
 def _tfds_keys(tfds, name, features, image_key, label_key):
