@@ -5,6 +5,7 @@ whole backup as it was."""
 import errno
 import json
 import os
+import threading
 
 import keras
 import numpy as np
@@ -73,7 +74,7 @@ def _same(weights, expected):
 def test_the_newest_whole_backup_is_restored(three_epochs, tmp_path):
     backup_dir, after = three_epochs
     backup = TimedBackup(_copy(backup_dir, tmp_path), minutes=0)
-    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+    assert [epoch for epoch, _, _ in backup.backups()] == [3, 2]
     assert backup.restore_epoch() == 3
     _same(_restored(backup, 3), after[3])
 
@@ -170,7 +171,7 @@ def test_the_chiefs_clock_decides_when_every_process_backs_up(tmp_path, monkeypa
         batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[backup]
     )
     assert asked == [{"due": False}] * 3  # this process's clock: not yet
-    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+    assert [epoch for epoch, _, _ in backup.backups()] == [3, 2]
 
 
 class _Killed(BaseException):
@@ -225,7 +226,7 @@ def test_a_write_killed_at_any_point_leaves_the_last_backup_whole(
     os.makedirs(leftover)
     open(os.path.join(leftover, timed_backup.WEIGHTS), "wb").write(b"\x89HDF")
     backup = TimedBackup(copy, minutes=0)
-    assert [epoch for epoch, _ in backup.backups()] == [3, 2]
+    assert [epoch for epoch, _, _ in backup.backups()] == [3, 2]
     assert backup.restore_epoch() == 3
     _same(_restored(backup, 3), after[3])
 
@@ -250,3 +251,38 @@ def test_a_full_disk_during_a_backup_leaves_the_last_one_whole(
     backup = TimedBackup(copy, minutes=0)
     assert backup.restore_epoch() == 3
     _same(_restored(backup, 3), after[3])
+
+
+def test_a_backup_that_fails_in_the_background_is_reported_and_the_last_one_kept(
+    tmp_path, monkeypatch
+):
+    """The record of epoch 2's backup finds the disk full on the backup's own
+    thread while epoch 3 trains: the error is raised at the next backup (the
+    end of training), its partial folder is gone, and epoch 1's backup is
+    restored."""
+    dump = json.dump
+    threads = []
+
+    def full_at_epoch_2(record, f, **kwargs):
+        threads.append(threading.current_thread().name)
+        if record["epoch"] == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
+        dump(record, f, **kwargs)
+
+    monkeypatch.setattr(timed_backup.json, "dump", full_at_epoch_2)
+    weights = _Weights()
+    backup_dir = str(tmp_path / "backup")
+    with pytest.raises(OSError, match="No space left on device"):
+        tiny_gan().fit(
+            batches(random_images(8), 4),
+            epochs=3,
+            verbose=0,
+            callbacks=[TimedBackup(backup_dir, minutes=0), weights],
+        )
+    assert sorted(weights.after) == [1, 2, 3]  # epoch 3 trained meanwhile
+    assert threads == ["keras-tpugan-backup"] * 2  # not the training thread
+    assert os.listdir(backup_dir) == ["epoch_000001"]
+    monkeypatch.setattr(timed_backup.json, "dump", dump)
+    backup = TimedBackup(backup_dir, minutes=0)
+    assert backup.restore_epoch() == 1
+    _same(_restored(backup, 1), weights.after[1])

@@ -18,6 +18,7 @@ from PIL import Image
 import keras_tpugan as ktg
 from keras_tpugan import precision
 from keras_tpugan.cli import main as cli
+from keras_tpugan.runs import timed_backup
 
 
 @pytest.fixture(scope="module")
@@ -751,14 +752,20 @@ def test_a_damaged_backup_is_named_and_the_run_goes_on_from_a_named_snapshot(
     _assert_same_state(run, tmp_path / "whole")
 
 
+@pytest.mark.parametrize("mid_epoch", [False, True], ids=["epoch-end", "mid-epoch"])
 def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_one(
-    tmp_path,
+    tmp_path, mid_epoch
 ):
     """Slow (about 25-60 s): three command-line processes (one whole run, one
-    killed after its second epoch, one resuming it), two at a time."""
+    killed after its second epoch or in the middle of its third, one resuming
+    it), two at a time."""
     command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
     command += ["--set", "epochs=4", "--snapshot-every", "0"]
-    command += ["--set", "backup_minutes=0"]  # a backup every epoch, to kill after
+    # A backup at every epoch's end, to kill after; or (a minute's
+    # millionth) after every batch, to kill in the middle of an epoch.
+    minutes = "1e-6" if mid_epoch else "0"
+    command += ["--set", f"backup_minutes={minutes}"]
+    wanted = "epoch_00000[2-9]_batch_*" if mid_epoch else "epoch_00000[2-9]"
     env = subprocess_env(TF_CPP_MIN_LOG_LEVEL="3")  # one device each, as a user's
 
     def start(out, *extra):
@@ -775,18 +782,21 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     backup = tmp_path / "run" / "backup"
     deadline = time.monotonic() + 300
     while killed.poll() is None and time.monotonic() < deadline:
-        if list(backup.glob("epoch_*[2-9]/state.json")):  # epoch 2 or later
+        if list(backup.glob(f"{wanted}/state.json")):  # epoch 2 or later
             break
         time.sleep(0.02)
     killed.send_signal(signal.SIGKILL)
     assert killed.wait(60) == -signal.SIGKILL, killed.stderr.read()[-3000:]
     assert not (tmp_path / "run" / "summary.json").exists()  # it did not finish
+    left = timed_backup.TimedBackup(backup, minutes=0)
+    assert left.restore_epoch() >= 2 and bool(left.restored_batch) == mid_epoch
     resumed = start(tmp_path / "run", "--resume")
     for process in (whole, resumed):
         _, stderr = process.communicate(timeout=600)
         assert process.returncode == 0, stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["resumed_at_epoch"] >= 2
+    assert summary["resumed_at_batch"] == left.restored_batch
     _assert_same_state(tmp_path / "run", tmp_path / "whole")
     # Every epoch's row once: none lost before the backup that counts it,
     # none written twice by the epochs trained again after the kill.
@@ -804,15 +814,13 @@ def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
     import errno
     import shutil
 
-    from keras_tpugan.runs import timed_backup
-
     argv = ["train", *RESUMABLE, "--set", "epochs=3", "--snapshot-every", "0"]
     argv += ["--set", "num_replicas=1", "--set", "backup_minutes=0"]
     assert cli.main([*argv, "--out", str(tmp_path / "whole")]) == 0
     dump = json.dump
 
     def full_at_epoch_2(payload, f, **kwargs):  # the backup's record of epoch 2
-        if isinstance(payload, dict) and payload.keys() == {"epoch", "sha256"}:
+        if isinstance(payload, dict) and payload.keys() == {"epoch", "batch", "sha256"}:
             if payload["epoch"] == 2:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
         dump(payload, f, **kwargs)
@@ -827,7 +835,8 @@ def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
     assert f"The traceback is in {run / 'error.log'}." in err
     assert "Traceback" in (run / "error.log").read_text()
     monkeypatch.setattr(timed_backup.json, "dump", dump)
-    assert [e for e, _ in timed_backup.TimedBackup(run / "backup", 0).backups()] == [1]
+    left = timed_backup.TimedBackup(run / "backup", 0).backups()
+    assert [(epoch, batch) for epoch, batch, _ in left] == [(1, 0)]
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(run, elsewhere)
     assert cli.main([*argv, "--resume", "--out", str(elsewhere)]) == 0

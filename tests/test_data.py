@@ -450,6 +450,24 @@ def test_epoch_batches_yield_the_batches_of_the_tf_data_path(labels):
             for x, y in zip(a, b, strict=True) if labels else [(a, b)]:
                 assert x.dtype == y.dtype and x.shape == y.shape
                 np.testing.assert_array_equal(x, y)
+    # The rest of an epoch after 4 batches (what a backup from the middle
+    # of an epoch resumes): the same batches on both paths.
+    expected = _epoch(ds, 1)[4:]
+    rest = python.skip(4)
+    assert len(rest) == 6 and data.is_normalized(rest)
+    data.set_epoch(1)
+    try:
+        got = [rest[i] for i in range(len(rest))]
+    finally:
+        data.set_epoch(0)
+    for found in (got, _epoch(ds.skip(4), 1)):
+        for a, b in zip(found, expected, strict=True):
+            for x, y in zip(a, b, strict=True) if labels else [(a, b)]:
+                np.testing.assert_array_equal(x, y)
+    with pytest.raises(IndexError):
+        rest[6]
+    with pytest.raises(ValueError, match=r"0 <= count < the 10 batches.*count=10"):
+        python.skip(10)
     # The order's hash is the one KeyedDropout draws its masks with.
     x = np.arange(0, 2**32, 2**20 + 7, dtype="uint64").astype("uint32")
     np.testing.assert_array_equal(

@@ -28,27 +28,34 @@ class _Clock:
 
 
 class _Advance(keras.callbacks.Callback):
-    """Moves the clock by `seconds[epoch]` during each epoch."""
+    """Moves the clock by `seconds[epoch]` at the end of each epoch (before
+    the backup's callback looks at it), or by `per_batch` seconds at the end
+    of each batch."""
 
-    def __init__(self, clock, seconds):
+    def __init__(self, clock, seconds=None, per_batch=0.0):
         super().__init__()
-        self.clock, self.seconds = clock, seconds
+        self.clock, self.seconds, self.per_batch = clock, seconds, per_batch
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.clock.now += self.seconds[epoch]
+    def on_train_batch_end(self, batch, logs=None):
+        self.clock.now += self.per_batch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.seconds:
+            self.clock.now += self.seconds[epoch]
 
 
 class _Saved(keras.callbacks.Callback):
     """Records the epoch the newest backup holds after each epoch: when the
-    next begins (after the backup's callback wrote it) and when training
-    ends."""
+    next begins (after the backup's callback began its write, and once its
+    thread has finished it) and when training ends."""
 
-    def __init__(self, backup_dir):
+    def __init__(self, backup):
         super().__init__()
-        self.backup_dir, self.epochs = backup_dir, []
+        self.backup, self.backup_dir, self.epochs = backup, backup.backup_dir, []
 
     def on_epoch_begin(self, epoch, logs=None):
         if epoch > 0:
+            self.backup.wait()
             self.epochs.append(_newest(self.backup_dir))
 
     def on_train_end(self, logs=None):
@@ -58,7 +65,7 @@ class _Saved(keras.callbacks.Callback):
 def _newest(backup_dir):
     """The epoch of the newest backup in `backup_dir`, or None."""
     found = timed_backup.TimedBackup(backup_dir, minutes=0).backups()
-    return found[0][0] if found else None
+    return found[0][0] if found else None  # (no backups mid-epoch here)
 
 
 def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
@@ -67,7 +74,8 @@ def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
     clock = _Clock()
     monkeypatch.setattr(timed_backup.time, "monotonic", clock)
     backup_dir = str(tmp_path / "backup")
-    saved = _Saved(backup_dir)
+    backup = timed_backup.TimedBackup(backup_dir, minutes=1.0)
+    saved = _Saved(backup)
     # Minutes 0.5, 1.0, 1.5, 3.5, 4.0 at the end of epochs 1 to 5.
     minutes = [0.5, 0.5, 0.5, 2.0, 0.5]
     gan = tiny_gan()
@@ -77,7 +85,7 @@ def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
         verbose=0,
         callbacks=[
             _Advance(clock, [m * 60 for m in minutes]),
-            timed_backup.TimedBackup(backup_dir, minutes=1.0),
+            backup,
             saved,
         ],
     )
@@ -90,14 +98,65 @@ def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
     record = json.load(open(os.path.join(backup_dir, "epoch_000005", "state.json")))
     assert record["epoch"] == 5 and len(record["sha256"]) == 64
     # Every epoch with 0 minutes.
-    every = _Saved(str(tmp_path / "every"))
+    every_epoch = timed_backup.TimedBackup(str(tmp_path / "every"), minutes=0)
+    every = _Saved(every_epoch)
     gan.fit(
         batches(random_images(8), 4, repeat=1),
         epochs=3,
         verbose=0,
-        callbacks=[timed_backup.TimedBackup(every.backup_dir, minutes=0), every],
+        callbacks=[every_epoch, every],
     )
     assert every.epochs == [1, 2, 3]
+
+
+def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypatch):
+    """Every `minutes` of training, in the middle of an epoch too: written as
+    the next batch begins, named and recorded by its epoch and batch, and
+    resumed from with the batches of that epoch it has trained."""
+    clock = _Clock()
+    monkeypatch.setattr(timed_backup.time, "monotonic", clock)
+    written = []
+    start_backup = timed_backup.start_backup
+
+    def spy(model, backup_dir, epoch, batch=0):
+        written.append((epoch, batch))
+        return start_backup(model, backup_dir, epoch, batch)
+
+    monkeypatch.setattr(timed_backup, "start_backup", spy)
+    backup_dir = str(tmp_path / "backup")
+    tiny_gan().fit(
+        batches(random_images(16), 4),  # 4 batches an epoch
+        epochs=2,
+        verbose=0,
+        callbacks=[
+            _Advance(clock, per_batch=25.0),
+            timed_backup.TimedBackup(backup_dir, minutes=1.0),
+        ],
+    )
+    # 75 s after batch 3 of epoch 1 (written as batch 4 begins), 75 s after
+    # that at batch 2 of epoch 2; epoch 2's end, 50 s on, at the end.
+    assert written == [(0, 3), (1, 2), (2, 0)]
+    kept = ["epoch_000001_batch_000002", "epoch_000002"]
+    assert sorted(os.listdir(backup_dir)) == kept
+    mid = os.path.join(backup_dir, "epoch_000001_batch_000002", "state.json")
+    assert json.load(open(mid))["batch"] == 2
+    import shutil
+
+    shutil.rmtree(os.path.join(backup_dir, "epoch_000002"))
+    backup = timed_backup.TimedBackup(backup_dir, minutes=1.0)
+    assert backup.restore_epoch() == 1 and backup.restored_batch == 2
+    # With 0 minutes: epoch ends only.
+    written.clear()
+    tiny_gan().fit(
+        batches(random_images(16), 4),
+        epochs=2,
+        verbose=0,
+        callbacks=[
+            _Advance(clock, per_batch=600.0),
+            timed_backup.TimedBackup(str(tmp_path / "every"), minutes=0),
+        ],
+    )
+    assert written == [(1, 0), (2, 0)]
 
 
 def test_validation_runs_every_so_many_images_in_whole_epochs():

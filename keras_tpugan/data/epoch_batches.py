@@ -189,6 +189,24 @@ class EpochBatches(keras.utils.PyDataset):
         """
         return _Repeated(self)
 
+    def skip(self, count):
+        """The batches of each pass after the first `count`, as tf.data's
+        `Dataset.skip` gives them: for the rest of an epoch that a backup
+        from its middle resumes (`runs.timed_backup.TimedBackup`).
+
+        Args:
+            count: Batches to leave out, `0 <= count < len(self)`.
+
+        Returns:
+            A `keras.utils.PyDataset` of `len(self) - count` batches.
+        """
+        if isinstance(count, bool) or not 0 <= count < len(self):
+            raise ValueError(
+                f"Expected 0 <= count < the {len(self)} batches of a pass. "
+                f"Received: count={count!r}."
+            )
+        return _Skipped(self, int(count))
+
     def _epoch(self, epoch):
         if self._order[0] != epoch:
             self._order = (
@@ -204,9 +222,28 @@ def underlying(data):
     """The `EpochBatches` that `data` is (or repeats), else None."""
     if isinstance(data, EpochBatches):
         return data
-    if isinstance(data, _Repeated):
+    if isinstance(data, (_Repeated, _Skipped)):
         return data.batches
     return None
+
+
+class _Skipped(keras.utils.PyDataset):
+    """`EpochBatches.skip(count)`: each pass after its first `count` batches."""
+
+    process_rows = True
+
+    def __init__(self, batches, count):
+        super().__init__()
+        self.batches, self.count = batches, count
+        self.batch_size = batches.batch_size
+
+    def __len__(self):
+        return len(self.batches) - self.count
+
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        return self.batches.batch_at(self.count + index, current_epoch())
 
 
 class _Repeated(keras.utils.PyDataset):

@@ -149,8 +149,9 @@ class TrainConfig:
     sample_every: int = 1
     snapshot_every: int = 10
     # Side work on the clock and by images seen, not every epoch: the backup
-    # that `--resume` continues from at the first epoch end N minutes after
-    # the last one (and when a run stops early; 0: every epoch), the held-out
+    # that `--resume` continues from every N minutes of training, in the
+    # middle of an epoch too (and when a run stops early; 0: at every epoch's
+    # end), the held-out
     # split validated every N images seen (rounded to whole epochs; None:
     # every epoch), and the curves' figures redrawn at most every N seconds
     # (and at the end; 0: every epoch).

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import warnings
 
@@ -15,49 +16,63 @@ from keras_tpugan.whole_files import file_sha256
 # Each backup is a folder of the GAN's weights and its record, written last.
 WEIGHTS = "gan.weights.h5"
 RECORD = "state.json"
-_FOLDER = re.compile(r"epoch_(\d+)")
+_FOLDER = re.compile(r"epoch_(\d+)(?:_batch_(\d+))?")
 
 
 class TimedBackup(keras.callbacks.Callback):
     """The run's backup, on the clock: restored before training, written whole.
 
-    It backs up after the first epoch that ends `minutes` after its last
-    backup (every epoch with 0), and at the end of training when the last
-    epochs were not backed up (a run stopped by its time budget resumes from
-    where it stopped). An epoch's backup is written when the next epoch
-    begins, after every callback has written its files for that epoch (its
-    history row, snapshot, sample grid), so a backup never counts an epoch
-    whose files a kill left unwritten.
+    It backs up when `minutes` of training have passed since its last
+    backup: at the end of an epoch, or in the middle of one (in a run of
+    one process), so that a run killed at any point loses at most about
+    `minutes` of training, however long its epochs. With 0 it backs up at
+    every epoch's end, never mid-epoch. It also backs up at the end of
+    training when the last epochs were not backed up (a run stopped by its
+    time budget resumes from where it stopped). A backup is written at the
+    start of the next batch or epoch, after every callback has done its work
+    for the one before (an epoch's history row, snapshot, sample grid), so
+    a backup never counts work whose files a kill left unwritten.
 
-    Each backup is a folder, `epoch_NNNNNN/`: the whole GAN's weights
-    (`gan.weights.h5`: both networks, both optimizers, the EMA generator,
-    the step counter that keys the latents) and a record written last
-    (`state.json`: the epoch and the weights file's SHA-256). The folder is
-    built under a temporary name and renamed into place, and the
-    two newest are kept, so a kill or a full disk at any moment leaves the
-    last whole backup as it was.
+    Each backup is a folder, `epoch_NNNNNN/` (after NNNNNN whole epochs) or
+    `epoch_NNNNNN_batch_BBBBBB/` (BBBBBB batches into the next): the whole
+    GAN's weights (`gan.weights.h5`: both networks, both optimizers, the
+    EMA generator, the step counter that keys the latents) and a record
+    written last (`state.json`: the epoch, the batch and the weights file's
+    SHA-256). The folder is built under a temporary name and renamed into
+    place, and the two newest are kept, so a kill or a full disk at any
+    moment leaves the last whole backup as it was. The weights are read on
+    the training thread, between two steps; their checksum, the record and
+    the rename are done on a thread of their own while training goes on.
+    The next backup and the end of training wait for that write, and raise
+    its error if it failed.
 
     Written here rather than taken from `keras.callbacks.BackupAndRestore`,
-    which overwrites its two files in place (after copying them aside) and
+    which overwrites its two files in place (after copying them aside),
     falls back to the older copy only when the weights file cannot be
-    opened: a torn epoch record, or a weights file written in part, stops
-    its resume.
+    opened (a torn epoch record, or a weights file written in part, stops
+    its resume), and restarts an epoch it backed up in the middle of.
 
     Resuming is two calls: `restore_epoch()` before `fit`, which picks the
     newest whole backup (a damaged newer one is named in a warning) and
-    returns its epoch for `fit(initial_epoch=...)`; the callback loads that
-    backup's weights when training begins (once `fit` has built the
-    optimizers).
+    returns its epoch for `fit(initial_epoch=...)`, with the batches of that
+    epoch already trained in `restored_batch`; the callback loads that
+    backup's weights when the next `fit` begins (once `fit` has built the
+    optimizers). A backup from the middle of an epoch resumes exactly when
+    that epoch's remaining batches are trained first: `keras_tpugan.data`
+    datasets read the same batches for the same epoch, so
+    `train` fits `dataset.skip(restored_batch)` for that one epoch, then the
+    rest.
 
     In a run of several processes each process keeps its own backups
-    (`backup_dir` differs), and they stay in step: the chief's clock decides
-    when all of them back up, and a resume takes the newest epoch that every
-    process has whole, so no process resumes from an epoch another lacks.
+    (`backup_dir` differs), at epoch ends only, and they stay in step: the
+    chief's clock decides when all of them back up, and a resume takes the
+    newest epoch that every process has whole, so no process resumes from
+    an epoch another lacks.
 
     Args:
         backup_dir: The folder of the backups (created at the first one).
-        minutes: Back up at the first epoch end this many minutes of
-            training after the last backup (0: every epoch).
+        minutes: Back up once this many minutes of training have passed
+            since the last backup (0: at every epoch's end).
         strategy: The run's strategy (default: the current one), whose
             processes agree on when to back up and where to resume.
 
@@ -75,15 +90,22 @@ class TimedBackup(keras.callbacks.Callback):
         self.backup_dir = os.fspath(backup_dir)
         self.minutes = minutes
         self.strategy = strategy
+        self.restored_batch = 0
         self._restore_from = None
+        self._writing = self._failed = None  # the write in the background
 
     def backups(self):
-        """`[(epoch, folder), ...]` of the backups in `backup_dir`, newest
-        first (whole or not: `restore_epoch` checks them)."""
+        """`[(epoch, batch, folder), ...]` of the backups in `backup_dir`,
+        newest first (whole or not: `restore_epoch` checks them); `batch` is
+        0 for a backup at an epoch's end."""
         if not os.path.isdir(self.backup_dir):
             return []
         found = [
-            (int(match.group(1)), os.path.join(self.backup_dir, name))
+            (
+                int(match.group(1)),
+                int(match.group(2) or 0),
+                os.path.join(self.backup_dir, name),
+            )
             for name in os.listdir(self.backup_dir)
             if (match := _FOLDER.fullmatch(name))
         ]
@@ -93,8 +115,10 @@ class TimedBackup(keras.callbacks.Callback):
         """Picks the newest whole backup to resume from.
 
         Returns:
-            Its epoch (the epochs it has trained), or 0 when `backup_dir`
-            holds no backup. The callback loads its weights when `fit`
+            Its epoch (the whole epochs it has trained), or 0 when
+            `backup_dir` holds no backup; a backup from the middle of an
+            epoch sets `restored_batch` to the batches of that epoch it has
+            trained (0 otherwise). The callback loads its weights when `fit`
             begins; pass the epoch to `fit(initial_epoch=...)`.
 
         Raises:
@@ -102,32 +126,38 @@ class TimedBackup(keras.callbacks.Callback):
                 several processes: no epoch is backed up whole in every
                 process). The message names the newest one and why.
         """
-        self._restore_from = None
+        self._restore_from, self.restored_batch = None, 0
         checked = [
-            (epoch, folder, check_backup(folder, epoch))
-            for epoch, folder in self.backups()
+            (epoch, batch, folder, check_backup(folder, epoch, batch))
+            for epoch, batch, folder in self.backups()
         ]
-        whole = [epoch for epoch, _, reason in checked if reason is None]
+        whole = [(e, b) for e, b, _, reason in checked if reason is None]
         # What every process holds (here, one list per process; at once
         # with one process), so that all of them take the same decision.
+        # Several processes back up at epoch ends only.
         held = distribute.every_process_ints(
-            [len(checked), *whole], width=8, strategy=self.strategy
+            [len(checked), *(e for e, b in whole if not b)],
+            width=8,
+            strategy=self.strategy,
         )
-        shared = set(whole).intersection(*(h[1:] for h in held))
+        epochs = set(e for e, b in whole if not b).intersection(*(h[1:] for h in held))
+        shared = {(e, 0) for e in epochs}
+        if len(held) == 1:
+            shared.update(whole)
         if shared:
-            epoch = max(shared)
-            folder = next(f for e, f, _ in checked if e == epoch)
-            if checked[0][0] != epoch:
-                self._warn_older(checked[0], folder, epoch)
-            self._restore_from = folder
-            return epoch
+            point = max(shared)
+            folder = next(f for e, b, f, _ in checked if (e, b) == point)
+            if checked[0][:2] != point:
+                self._warn_older(checked[0], folder, point)
+            self._restore_from, self.restored_batch = folder, point[1]
+            return point[0]
         if not any(h[0] for h in held):
             return 0
-        if checked and checked[0][2] is not None:
-            newest, reason = checked[0][1], checked[0][2]
+        if checked and checked[0][3] is not None:
+            newest, reason = checked[0][2], checked[0][3]
         else:
             newest, reason = (
-                checked[0][1] if checked else self.backup_dir,
+                checked[0][2] if checked else self.backup_dir,
                 "no epoch is backed up whole in every process",
             )
         raise ValueError(
@@ -136,68 +166,151 @@ class TimedBackup(keras.callbacks.Callback):
             f"{newest!r}: {reason})."
         )
 
-    def _warn_older(self, newest, folder, epoch):
-        _, newest_folder, reason = newest
+    def _warn_older(self, newest, folder, point):
+        *_, newest_folder, reason = newest
         why = f"is damaged ({reason})" if reason else "is not whole in every process"
+        where = f"epoch {point[0]}" + (f", batch {point[1]}" if point[1] else "")
         warnings.warn(
             f"The newest backup, {newest_folder!r}, {why}; resuming from the "
-            f"older one, {folder!r} (epoch {epoch}).",
+            f"older one, {folder!r} ({where}).",
             stacklevel=3,
         )
 
     def on_train_begin(self, logs=None):
+        # The batches of this fit's first epoch trained before it began.
+        self._offset = 0
         if self._restore_from is not None:
             self.model.load_weights(os.path.join(self._restore_from, WEIGHTS))
+            # A second fit (the rest of the run after a resumed epoch's
+            # remaining batches) goes on from the weights in memory.
+            self._restore_from, self._offset = None, self.restored_batch
+        self._mid_epoch = bool(self.minutes) and distribute.process_count() == 1
         self._backed_up_at = time.monotonic()
-        self._ended = self._backed_up = None  # epochs trained, backed up
-        self._due = False
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._ended = epoch + 1
-        self._due = time.monotonic() - self._backed_up_at >= self.minutes * 60
-        if self.minutes:  # the chief's clock decides, in every process
-            due = distribute.chief_values({"due": self._due}, self.strategy)
-            self._due = bool(due["due"])
+        # (epochs, batches) trained, backed up, and to back up next.
+        self._ended = self._backed_up = self._due = None
 
     def on_epoch_begin(self, epoch, logs=None):
         # The epoch before is backed up now, once every callback has written
         # its files for it (its history row, snapshot, sample grid).
         if self._due:
-            self._back_up(self._ended)
+            self._back_up(*self._due)
+        self._epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._due:  # once every callback has done its work for the batch
+            self._back_up(*self._due)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._mid_epoch and self._elapsed() >= self.minutes * 60:
+            self._due = (self._epoch, self._offset + batch + 1)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._ended, self._offset = (epoch + 1, 0), 0
+        due = self._elapsed() >= self.minutes * 60
+        if self.minutes:  # the chief's clock decides, in every process
+            due = bool(distribute.chief_values({"due": due}, self.strategy)["due"])
+        self._due = self._ended if due else None
 
     def on_train_end(self, logs=None):
         if self._ended is not None and self._ended != self._backed_up:
-            self._back_up(self._ended)
+            self._back_up(*self._ended)
+        self.wait()
 
-    def _back_up(self, epoch):
-        write_backup(self.model, self.backup_dir, epoch)
-        for _, older in self.backups()[2:]:  # the two newest are kept
-            shutil.rmtree(older, ignore_errors=True)
-        self._backed_up_at, self._backed_up, self._due = time.monotonic(), epoch, False
+    def _elapsed(self):
+        return time.monotonic() - self._backed_up_at
+
+    def _back_up(self, epoch, batch):
+        self.wait()  # the write before: whole, or its error raised here
+        pending = start_backup(self.model, self.backup_dir, epoch, batch)
+        self._writing = threading.Thread(
+            target=self._finish, args=(pending,), name="keras-tpugan-backup"
+        )
+        self._writing.start()
+        self._backed_up_at, self._backed_up = time.monotonic(), (epoch, batch)
+        self._due = None
+
+    def _finish(self, pending):
+        try:
+            finish_backup(pending)
+            for *_, older in self.backups()[2:]:  # the two newest are kept
+                shutil.rmtree(older, ignore_errors=True)
+        except BaseException as e:  # raised on the training thread by `wait`
+            self._failed = e
+
+    def wait(self):
+        """Waits for the backup being written in the background.
+
+        Raises:
+            The error that stopped that write (an `OSError` for a full
+            disk), whose partial folder is gone: the backup before it is
+            left whole.
+        """
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.join()
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
 
 
-def write_backup(model, backup_dir, epoch):
-    """Writes `model`'s weights as the backup after `epoch` epochs, whole or
-    not at all: into a temporary folder (the weights, then the record with
-    their checksum), renamed to `backup_dir/epoch_NNNNNN` once complete.
+def backup_name(epoch, batch=0):
+    """The folder name of the backup after `epoch` epochs and `batch`
+    batches of the next."""
+    return f"epoch_{epoch:06d}" + (f"_batch_{batch:06d}" if batch else "")
+
+
+def write_backup(model, backup_dir, epoch, batch=0):
+    """Writes `model`'s weights as the backup after `epoch` epochs and
+    `batch` batches of the next, whole or not at all: into a temporary
+    folder (the weights, then the record with their checksum), renamed to
+    `backup_dir/epoch_NNNNNN` (`..._batch_BBBBBB`) once complete.
+
+    `TimedBackup` does it in two halves: `start_backup` on the training
+    thread (the weights, read between steps), `finish_backup` on a thread
+    of its own while training goes on.
 
     Returns:
         The backup's folder.
     """
+    return finish_backup(start_backup(model, backup_dir, epoch, batch))
+
+
+def start_backup(model, backup_dir, epoch, batch=0):
+    """The first half of `write_backup`: `model`'s weights into a temporary
+    folder of `backup_dir`.
+
+    Returns:
+        The pending backup, for `finish_backup`.
+    """
     os.makedirs(backup_dir, exist_ok=True)
-    final = os.path.join(backup_dir, f"epoch_{epoch:06d}")
-    partial = os.path.join(backup_dir, f".epoch_{epoch:06d}.{os.getpid()}.partial")
+    name = backup_name(epoch, batch)
+    partial = os.path.join(backup_dir, f".{name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
         os.makedirs(partial)
+        model.save_weights(os.path.join(partial, WEIGHTS))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return (partial, os.path.join(backup_dir, name), epoch, batch)
+
+
+def finish_backup(pending):
+    """The second half of `write_backup`, from any thread: the weights'
+    checksum, the record (written last, synced), the rename into place.
+
+    Returns:
+        The backup's folder.
+    """
+    partial, final, epoch, batch = pending
+    try:
         weights = os.path.join(partial, WEIGHTS)
-        model.save_weights(weights)
-        record = {"epoch": epoch, "sha256": file_sha256(weights)}
+        record = {"epoch": epoch, "batch": batch, "sha256": file_sha256(weights)}
         with open(os.path.join(partial, RECORD), "w") as f:
             json.dump(record, f)
             f.flush()
             os.fsync(f.fileno())
-        if os.path.isdir(final):  # the same epoch backed up again
+        if os.path.isdir(final):  # the same point backed up again
             shutil.rmtree(final)
         os.rename(partial, final)
     finally:
@@ -205,10 +318,10 @@ def write_backup(model, backup_dir, epoch):
     return final
 
 
-def check_backup(folder, epoch):
+def check_backup(folder, epoch, batch=0):
     """Why the backup in `folder` cannot be resumed from, or None when it is
-    whole: its record readable and of `epoch`, its weights file there with
-    the checksum the record holds."""
+    whole: its record readable and of `epoch` and `batch`, its weights file
+    there with the checksum the record holds."""
     try:
         with open(os.path.join(folder, RECORD)) as f:
             record = json.load(f)
@@ -216,8 +329,15 @@ def check_backup(folder, epoch):
         return f"no {RECORD}: its write did not finish"
     except (OSError, ValueError) as e:
         return f"{RECORD} unreadable, {type(e).__name__}: {e}"
-    if not isinstance(record, dict) or record.get("epoch") != epoch:
-        return f"{RECORD} is not the record of epoch {epoch}: {record!r:.80}"
+    if not isinstance(record, dict) or (
+        record.get("epoch"),
+        record.get("batch", 0),
+    ) != (
+        epoch,
+        batch,
+    ):
+        where = f"epoch {epoch}" + (f", batch {batch}" if batch else "")
+        return f"{RECORD} is not the record of {where}: {record!r:.80}"
     weights = os.path.join(folder, WEIGHTS)
     try:
         digest = file_sha256(weights)

@@ -1,5 +1,6 @@
 """`train(config, workdir)`: one training run, as the CLI and notebooks do it."""
 
+import functools
 import logging
 import os
 import shutil
@@ -57,20 +58,22 @@ def train(
     unset, 10,000 when they cost at most `quality_max_share` of the
     training time; the summary's `final_fid_skipped` says why not).
 
-    A run can be killed at any point and continued: at the end of the first
-    epoch `config.backup_minutes` after the last backup, and when the run
-    stops early, `TimedBackup` saves the whole GAN (both networks, both
-    optimizers, the EMA generator, the step counter that keys the latents)
-    under `backup/`, whole or not at all, keeping the two newest; and
-    `resume=True` continues from the newest whole backup (a damaged newer
-    one is named in a warning) with the weights an uninterrupted run would
-    have. The backups are removed when every epoch has run (kept when the
-    time budget stopped the run). Every `config.snapshot_every` epochs, and at the end,
-    the whole GAN is saved as `snapshots/gan_epoch_NNNN.keras` (with one
-    process; not yet with several); TensorBoard
-    logs (the logged values per epoch) go to `tensorboard/` when TensorFlow
-    is installed (its summary writer writes them; without it, one log line
-    says they are off).
+    A run can be killed at any point and continued: every
+    `config.backup_minutes` of training (in the middle of an epoch too, with
+    one process; at epoch ends with several), and when the run stops early,
+    `TimedBackup` saves the whole GAN (both networks, both optimizers, the
+    EMA generator, the step counter that keys the latents) under `backup/`,
+    whole or not at all, keeping the two newest; and `resume=True`
+    continues from the newest whole backup (a damaged newer one is named in
+    a warning) with the weights an uninterrupted run would have: from the
+    middle of an epoch, that epoch's remaining batches are fitted first,
+    then the epochs after it. The backups are removed when every epoch has
+    run (kept when the time budget stopped the run). Every
+    `config.snapshot_every` epochs, and at the end, the whole GAN is saved
+    as `snapshots/gan_epoch_NNNN.keras` (with one process; not yet with
+    several); TensorBoard logs (the logged values per epoch) go to
+    `tensorboard/` when TensorFlow is installed (its summary writer writes
+    them; without it, one log line says they are off).
 
     Args:
         config: A `TrainConfig`.
@@ -173,31 +176,53 @@ def train(
             config.epochs,
         )
     validation_epochs = _validation_epochs(config, run.steps_per_epoch)
-    history = gan.fit(
-        run.dataset,
-        epochs=config.epochs,
-        initial_epoch=initial_epoch,
+    fit_callbacks = [
+        *extend,
+        backup,
+        speed,
+        *scoring,
+        guard,
+        callbacks.SampleGrid(
+            os.path.join(workdir, "samples"),
+            every_n_epochs=config.sample_every,
+            num_images=config.num_samples,
+            seed=config.seed,
+        ),
+        callbacks.LossCurves(workdir, every_seconds=config.curves_every_seconds),
+        *files,
+    ]
+    fit = functools.partial(
+        gan.fit,
         verbose=verbose,
         validation_data=run.validation,
         validation_freq=validation_epochs,
-        callbacks=[
-            *extend,
-            backup,
-            speed,
-            *scoring,
-            guard,
-            callbacks.SampleGrid(
-                os.path.join(workdir, "samples"),
-                every_n_epochs=config.sample_every,
-                num_images=config.num_samples,
-                seed=config.seed,
-            ),
-            callbacks.LossCurves(workdir, every_seconds=config.curves_every_seconds),
-            *files,
-            *([budget] if budget else []),
-            *extra_callbacks,
-        ],
     )
+    history = None
+    if backup.restored_batch:  # resumed mid-epoch: that epoch's rest first
+        logger.warning(
+            "resuming epoch %d at batch %d of %d.",
+            initial_epoch + 1,
+            backup.restored_batch + 1,
+            run.steps_per_epoch,
+        )
+        history = fit(
+            run.dataset.skip(backup.restored_batch),
+            epochs=initial_epoch + 1,
+            initial_epoch=initial_epoch,
+            callbacks=[*fit_callbacks, *extra_callbacks],
+        )
+        initial_epoch += 1
+        if budget is not None:  # what is left of it
+            spent = time.perf_counter() - fit_started
+            budget = callbacks.TimeBudget(max(time_budget_seconds - spent, 1e-3))
+    if history is None or (initial_epoch < config.epochs and not guard.stopped_reason):
+        rest = fit(
+            run.dataset,
+            epochs=config.epochs,
+            initial_epoch=initial_epoch,
+            callbacks=[*fit_callbacks, *([budget] if budget else []), *extra_callbacks],
+        )
+        history = _joined(history, rest)
     train_seconds = time.perf_counter() - fit_started
     stopped_by_budget = budget is not None and budget.stopped_epoch is not None
     if not stopped_by_budget:  # finished: nothing left to resume
@@ -248,6 +273,8 @@ def train(
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
         "resumed_at_epoch": history.epoch[0] if resume and history.epoch else None,
+        # Batches of that epoch the backup had trained (0: none, at its end).
+        "resumed_at_batch": backup.restored_batch if resume else None,
         "stopped_by_time_budget": stopped_by_budget,
         # Of all the run's sessions (a resumed one counts on from the backup).
         "epochs_completed": history.epoch[-1] + 1 if history.epoch else None,
@@ -262,6 +289,16 @@ def train(
     if chief:
         results.write_json(summary, os.path.join(workdir, "summary.json"))
     return summary
+
+
+def _joined(history, later):
+    """`later`'s `keras.callbacks.History` after `history`'s (None: none)."""
+    if history is None:
+        return later
+    history.epoch += later.epoch
+    for name, values in later.history.items():
+        history.history.setdefault(name, []).extend(values)
+    return history
 
 
 def _validation_epochs(config, steps_per_epoch):
