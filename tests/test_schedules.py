@@ -252,3 +252,67 @@ def test_scores_that_would_exceed_their_share_of_the_time_are_skipped(
         ktg.callbacks.QualityMetrics(max_share=1.5)
     with pytest.raises(ValueError, match="quality_max_share in"):
         TrainConfig.preset("demo", quality_max_share=0)
+
+
+class _Killed(BaseException):
+    """Stands for a kill: nothing after it runs."""
+
+
+class _KillAt(keras.callbacks.Callback):
+    """Kills the run as batch `batch` of epoch `epoch` (0-based) begins."""
+
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.at, self.epoch = (epoch, batch), None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            raise _Killed
+
+
+@pytest.mark.jax_only
+def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
+    """Slow (about 30-40 s): three small runs in this process (one whole; one
+    killed in the middle of its second epoch, with a backup after every
+    batch; that run resumed). On TensorFlow the same is checked with SIGKILL
+    in processes of their own (test_cli.py)."""
+    import threading
+
+    import numpy as np
+
+    from keras_tpugan.runs.train import train
+
+    config = TrainConfig.preset(
+        "smoke",
+        epochs=3,
+        width=8,
+        latent_dim=8,
+        batch_size=256,  # 15 batches an epoch
+        quality_every=0,
+        validation_split=None,
+        snapshot_every=0,
+        backup_minutes=1e-6,  # a backup after every batch
+    )
+    train(config, tmp_path / "whole", verbose=0)
+    with pytest.raises(_Killed):
+        train(config, tmp_path / "run", verbose=0, extra_callbacks=[_KillAt(1, 7)])
+    for thread in threading.enumerate():  # a kill would end the write too
+        if thread.name == "keras-tpugan-backup":
+            thread.join()
+    backup = timed_backup.TimedBackup(tmp_path / "run" / "backup", minutes=0)
+    assert backup.restore_epoch() == 1 and backup.restored_batch == 7
+    summary = train(config, tmp_path / "run", resume=True, verbose=0)
+    assert summary["resumed_at_epoch"] == 1 and summary["resumed_at_batch"] == 7
+    assert summary["epochs_completed"] == 3
+    history = (tmp_path / "run" / "history.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3"]
+    whole, resumed = (
+        keras.saving.load_model(tmp_path / name / "generator.keras").get_weights()
+        for name in ("whole", "run")
+    )
+    assert len(whole) == len(resumed) > 4
+    for a, b in zip(whole, resumed, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
