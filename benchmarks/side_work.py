@@ -8,10 +8,14 @@ Usage:
 Runs `keras_tpugan.runs.train.train` once per row, in this process, with
 each kind of side work timed where it runs (`fit` calls it between steps,
 on the training thread): validation (`fit`'s evaluation of the held-out
-split), the backup (`BackupAndRestore`), the snapshots, the sample grid,
+split), the backup (`TimedBackup`), the snapshots, the sample grid,
 the curves (`LossCurves`: `history.csv` and the figures), TensorBoard and
 the quality scores. The steps are the time from each epoch's first batch
-to its last; the first epoch (which compiles) is left out of every figure.
+to its last, less the side work done between them in batch hooks (a backup
+from the middle of an epoch, the curves' per-step values); the first epoch
+(which compiles) is left out of every figure. A backup's checksum, record
+and rename run on a thread of their own and are not counted: only the
+weights' write on the training thread is.
 It prints, per row, the seconds of steps, of each kind of side work (per
 call and in all) and their share of the wall time, the time between one
 epoch's last callback and the next one's first step ("between epochs":
@@ -58,8 +62,16 @@ KINDS = {
     "tensorboard": (keras.callbacks.TensorBoard,),
     "quality": (callbacks.QualityMetrics,),
 }
-# (The backup of an epoch is written as the next epoch begins.)
-HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_end")
+# (The backup of an epoch is written as the next epoch begins, one from the
+# middle of an epoch as the next batch begins; the curves keep each step's
+# values.)
+HOOKS = (
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_train_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+)
 
 
 def rows(demo_epochs):
@@ -82,7 +94,10 @@ class _Clock(keras.callbacks.Callback):
         super().__init__()
         self.seconds = seconds
         self.epoch = 0
-        self.begin_work = 0.0  # side work in on_epoch_begin since the last epoch
+        self.started = None
+        # Side work timed before the epoch's first step since the last epoch
+        # ended, and between its steps.
+        self.begin_work = self.batch_work = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch, self.started = epoch, None
@@ -107,9 +122,9 @@ class _Clock(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch > 0:
-            self.seconds["steps"].append(self.last - self.started)
+            self.seconds["steps"].append(self.last - self.started - self.batch_work)
         self.ended = time.perf_counter()  # the last callback: the epoch's end
-        self.begin_work = 0.0
+        self.begin_work = self.batch_work = 0.0
 
 
 @contextlib.contextmanager
@@ -131,8 +146,10 @@ def _timed(seconds, clock):
                         return _original(self, *args, **kwargs)
                     finally:
                         spent = time.perf_counter() - started
-                        if _hook == "on_epoch_begin":
+                        if _hook == "on_epoch_begin" or clock.started is None:
                             clock.begin_work += spent
+                        elif _hook.startswith("on_train_batch"):
+                            clock.batch_work += spent
                         if clock.epoch > 0:
                             seconds[_kind].append(spent)
 

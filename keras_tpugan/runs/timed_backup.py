@@ -184,7 +184,13 @@ class TimedBackup(keras.callbacks.Callback):
             # A second fit (the rest of the run after a resumed epoch's
             # remaining batches) goes on from the weights in memory.
             self._restore_from, self._offset = None, self.restored_batch
-        self._mid_epoch = bool(self.minutes) and distribute.process_count() == 1
+        placement = getattr(self.model, "placement", None)  # a GAN's
+        processes = (
+            placement.processes
+            if placement is not None
+            else distribute.process_count(self.strategy)
+        )
+        self._mid_epoch = bool(self.minutes) and processes == 1
         self._backed_up_at = time.monotonic()
         # (epochs, batches) trained, backed up, and to back up next.
         self._ended = self._backed_up = self._due = None
