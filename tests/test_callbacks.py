@@ -468,7 +468,7 @@ def test_the_progress_bar_leaves_out_unscored_epochs_scores(classifier_dir, caps
 
 
 @pytest.mark.tensorflow_only  # TensorBoard's writer needs TensorFlow
-def test_the_runs_tensorboard_leaves_out_unscored_epochs_scores(tmp_path):
+def test_the_runs_tensorboard_leaves_out_unscored_epochs_scores(tmp_path, monkeypatch):
     import tensorflow as tf
 
     from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
@@ -487,3 +487,22 @@ def test_the_runs_tensorboard_leaves_out_unscored_epochs_scores(tmp_path):
     # (Keras adds the optimizers' learning rates to each epoch.)
     assert "epoch_d_loss" in tags[0] and not {"epoch_fcd", "epoch_recall"} & tags[0]
     assert {"epoch_d_loss", "epoch_fcd", "epoch_recall"} <= tags[1]
+    # Per-batch scalars only where a writer records them (update_freq).
+    scalar, built = tf.summary.scalar, set()
+
+    def counted(name, *args, **kwargs):
+        built.add(name)
+        return scalar(name, *args, **kwargs)
+
+    monkeypatch.setattr(tf.summary, "scalar", counted)
+    for freq, expected in (("epoch", set()), ("batch", {"batch_d_loss"})):
+        board = ScoredTensorBoard(
+            str(tmp_path / freq), write_graph=False, profile_batch=0, update_freq=freq
+        )
+        board.set_model(tiny_gan())
+        built.clear()
+        board.on_train_begin()
+        board.on_train_batch_begin(0)
+        board.on_train_batch_end(0, {"d_loss": 1.0})
+        board.on_train_end()
+        assert built == expected

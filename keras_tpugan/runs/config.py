@@ -157,7 +157,7 @@ class TrainConfig:
     # (and at the end; 0: every epoch).
     backup_minutes: float = 5.0
     validation_every_images: int | None = 20_000
-    curves_every_seconds: float = 10.0
+    curves_every_seconds: float = 30.0
     # Quality metrics (FCD, classifier score, KID, precision, recall) every
     # N epochs (0: off), on this many generated images: MNIST against the
     # shipped classifier, other labelled data against one of its classes.
@@ -174,7 +174,7 @@ class TrainConfig:
     # is skipped when too little training came since the last one (None:
     # every scheduled score; off with a target_fcd, whose time to target
     # must not depend on the machine's speed).
-    quality_max_share: float | None = 0.1
+    quality_max_share: float | None = 0.05
     # The FCD whose first reaching gives steps/images/seconds to target.
     target_fcd: float | None = None
     # The final FID (any data; `runs/final_fid.py`): on N generated and N
