@@ -9,7 +9,7 @@ schedule.
 from keras_tpugan.models.recipes import RECIPES
 
 PRESETS = {
-    # The offline MNIST subset (4,000 digits), about 11 to 16 minutes on a
+    # The offline MNIST subset (4,000 digits), about 7 to 10 minutes on a
     # 2-core CPU, with the library's "demo" recipe (`GAN.from_preset`):
     # batch-normalized generator, spectrally normalized discriminator,
     # Adam at 4e-3 with beta_1 = 0, a generator average whose half-life
