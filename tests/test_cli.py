@@ -752,20 +752,19 @@ def test_a_damaged_backup_is_named_and_the_run_goes_on_from_a_named_snapshot(
     _assert_same_state(run, tmp_path / "whole")
 
 
-@pytest.mark.parametrize("mid_epoch", [False, True], ids=["epoch-end", "mid-epoch"])
 def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_one(
-    tmp_path, mid_epoch
+    tmp_path,
 ):
     """Slow (about 25-60 s): three command-line processes (one whole run, one
-    killed after its second epoch or in the middle of its third, one resuming
-    it), two at a time."""
+    killed in the middle of its third epoch or later, one resuming it), two at
+    a time. (Resumes from an epoch's end: the time-budget, full-disk and
+    damaged-backup tests here.)"""
     command = [sys.executable, "-m", "keras_tpugan.cli", "train", *RESUMABLE]
     command += ["--set", "epochs=4", "--snapshot-every", "0"]
-    # A backup at every epoch's end, to kill after; or (a minute's
-    # millionth) after every batch, to kill in the middle of an epoch.
-    minutes = "1e-6" if mid_epoch else "0"
-    command += ["--set", f"backup_minutes={minutes}"]
-    wanted = "epoch_00000[2-9]_batch_*" if mid_epoch else "epoch_00000[2-9]"
+    # A backup (every minute's millionth) after every batch, to kill after
+    # one from the middle of an epoch.
+    command += ["--set", "backup_minutes=1e-6"]
+    wanted = "epoch_00000[2-9]_batch_*"
     env = subprocess_env(TF_CPP_MIN_LOG_LEVEL="3")  # one device each, as a user's
 
     def start(out, *extra):
@@ -789,7 +788,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     assert killed.wait(60) == -signal.SIGKILL, killed.stderr.read()[-3000:]
     assert not (tmp_path / "run" / "summary.json").exists()  # it did not finish
     left = timed_backup.TimedBackup(backup, minutes=0)
-    assert left.restore_epoch() >= 2 and bool(left.restored_batch) == mid_epoch
+    assert left.restore_epoch() >= 2 and left.restored_batch > 0
     resumed = start(tmp_path / "run", "--resume")
     for process in (whole, resumed):
         _, stderr = process.communicate(timeout=600)

@@ -247,9 +247,9 @@ class TimedBackup(keras.callbacks.Callback):
         """Waits for the backup being written in the background.
 
         Raises:
-            The error that stopped that write (an `OSError` for a full
-            disk), whose partial folder is gone: the backup before it is
-            left whole.
+            OSError: Or whatever else stopped that write (a full disk, a
+                folder that went away); its partial folder is gone and the
+                backup before it is left whole.
         """
         writing, self._writing = self._writing, None
         if writing is not None:
