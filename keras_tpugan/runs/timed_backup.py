@@ -192,7 +192,8 @@ class TimedBackup(keras.callbacks.Callback):
         )
         self._mid_epoch = bool(self.minutes) and processes == 1
         self._backed_up_at = time.monotonic()
-        # (epochs, batches) trained, backed up, and to back up next.
+        # (epochs, batches) trained, backed up, and to back up as the next
+        # epoch begins.
         self._ended = self._backed_up = self._due = None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -203,12 +204,11 @@ class TimedBackup(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._due:  # once every callback has done its work for the batch
-            self._back_up(*self._due)
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self._mid_epoch and self._elapsed() >= self.minutes * 60:
-            self._due = (self._epoch, self._offset + batch + 1)
+        # Checked as a batch begins, once every callback has done its work
+        # for the batch before; no batch-end hook, which would keep Keras
+        # from dispatching the steps ahead of their logs.
+        if self._mid_epoch and batch and self._elapsed() >= self.minutes * 60:
+            self._back_up(self._epoch, self._offset + batch)
 
     def on_epoch_end(self, epoch, logs=None):
         self._ended, self._offset = (epoch + 1, 0), 0
