@@ -10,7 +10,8 @@ that compiles), prints the images per second, the seconds 10,000 images
 (the `fid` command's default) and 50,000 (the published protocol) would
 take at that rate, and the share one scoring of `--score-images` generated
 images would take of a run whose training takes `--train-seconds` between
-two scorings.
+two scorings and of a run of `--run-seconds` (defaults: the demo on a
+2-core CPU).
 """
 
 import argparse
@@ -29,9 +30,15 @@ def main():
     parser.add_argument(
         "--train-seconds",
         type=float,
-        default=110.0,
+        default=11.0,
         help="training seconds between two scorings (the demo at width 64 on "
-        "a 2-core CPU: about 22 s an epoch, scored every 5)",
+        "a 2-core CPU: about 2.2 s an epoch, scored every 5)",
+    )
+    parser.add_argument(
+        "--run-seconds",
+        type=float,
+        default=546.0,
+        help="a whole run's training seconds (the demo on a 2-core CPU)",
     )
     args = parser.parse_args()
 
@@ -59,6 +66,18 @@ def main():
         f"one scoring of {args.score_images} images: {score:.1f} s, "
         f"{share:.0%} of the time with {args.train_seconds:.0f} s of training "
         "between scorings"
+    )
+    print(
+        f"one scoring: {score / args.run_seconds:.1%} of a {args.run_seconds:.0f} s "
+        f"run's training; "
+        + (
+            f"over a tenth of the time between scorings, so `train` (its "
+            f"quality_max_share 0.05) waits for {score * 19:.0f} s of training "
+            f"between scores: one scheduled point in "
+            f"{score * 19 / args.train_seconds:.0f}, and the last"
+            if share > 0.1
+            else "within a tenth of the time between scorings"
+        )
     )
 
 

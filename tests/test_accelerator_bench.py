@@ -47,16 +47,16 @@ def test_out_of_budget_cells_are_listed_as_skipped_in_both_files(tmp_path, capsy
     assert cli.main([*argv, "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader((tmp_path / "accelerator.csv").open()))
     parts = {r["part"] for r in rows}
-    assert parts == {"throughput", "steps_per_execution", "study", "input"}
+    assert parts == {"throughput", "steps_per_execution", "study", "fid", "input"}
     skipped = [r for r in rows if r["part"] != "input"]
     assert all(r["note"] == "skipped: time budget" for r in skipped)
-    # 2 models x 1 precision x 1 batch, 2 settings, 1 study batch.
-    assert len(skipped) == 2 + 2 + 1
+    # 2 models x 1 precision x 1 batch, 2 settings, 1 study batch, 1 FID batch.
+    assert len(skipped) == 2 + 2 + 1 + 1
     # The input path is measured whatever the budget: it takes no time.
     inputs = [r for r in rows if r["part"] == "input"]
     assert len(inputs) == 2 and all(float(r["images_per_sec"]) > 0 for r in inputs)
     table = (tmp_path / "accelerator.md").read_text()
-    assert "measured bf16 matmul" in table and table.count("skipped") == 5
+    assert "measured bf16 matmul" in table and table.count("skipped") == 6
     assert "wrote" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["bench", "--smoke", "--accelerator", "--backend"])
@@ -68,7 +68,7 @@ def test_each_part_stops_at_the_end_of_its_share_of_the_budget(tmp_path, monkeyp
 
     def part(name):
         def record(*args):
-            deadlines[name] = args[-2] if name != "study" else args[-1]
+            deadlines[name] = args[-2] if name not in ("study", "fid") else args[-1]
             return iter(())
 
         return record
@@ -78,6 +78,7 @@ def test_each_part_stops_at_the_end_of_its_share_of_the_budget(tmp_path, monkeyp
         accelerator_bench, "_steps_per_execution", part("steps_per_execution")
     )
     monkeypatch.setattr(accelerator_bench, "_study", part("study"))
+    monkeypatch.setattr(accelerator_bench, "_fid", part("fid"))
     before = time.perf_counter()
     accelerator_bench.run_benchmark(
         str(tmp_path), smoke=True, budget_seconds=100.0, printer=lambda line: None
@@ -90,9 +91,21 @@ def test_each_part_stops_at_the_end_of_its_share_of_the_budget(tmp_path, monkeyp
         "steps_per_execution": shares["throughput"] + shares["steps_per_execution"],
     }
     ends["study"] = ends["steps_per_execution"] + shares["study"]
+    ends["fid"] = ends["study"] + shares["fid"]
     for name, end in ends.items():
         # The run started between `before` and the matmul that precedes the parts.
         assert before + 100 * end <= deadlines[name] <= time.perf_counter() + 100 * end
+
+
+def test_the_fid_part_times_the_fid_network_with_stand_in_weights():
+    """Slow (about 10 s): it compiles the FID network on the CPU."""
+    rows = list(accelerator_bench._fid(smoke=True, deadline=float("inf")))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["part"] == "fid" and row["batch_size"] == 4
+    assert row["images_per_sec"] > 0 and row["note"].startswith("stand-in weights")
+    seconds = 10_000 / row["images_per_sec"]
+    assert f"10,000 images {seconds:.0f} s" in row["note"]
 
 
 class _FakeGAN:

@@ -491,6 +491,10 @@ def test_tune_passes_space_base_batch_and_evaluations(tmp_path, monkeypatch):
         "warmup_epochs": ["0", "5"],
         "augment": ["none", "translation,cutout"],
     }
+    # The trials score 500 images unless --set names another count.
+    assert "quality_images" not in seen
+    assert cli.main([*argv, "--set", "quality_images=64"]) == 0
+    assert seen["quality_images"] == 64
     assert cli.main([*argv, "--space", "warmup=0,5"]) == 2
 
 

@@ -176,6 +176,29 @@ def test_the_reader_reads_the_real_weights(network):
     assert total == 21_802_784
 
 
+def test_stand_in_weights_have_the_real_weights_layout(network):
+    """The shipped layout is the weights file's (`fid_reference.py
+    --write-layout` writes it); the stand-in has its keys and shapes."""
+    real = fid_weights.fid_weights(network.weights_path)
+    layout = json.loads(pathlib.Path(fid_weights.FID_LAYOUT_FILE).read_text())
+    assert fid_weights.weights_layout(real) == layout
+    stand_in = fid_weights.stand_in_weights()
+    units = {k: v for k, v in real.items() if k.startswith("net.layers.")}
+    units = {k: v for k, v in units.items() if not k.endswith(".training")}
+    assert sorted(stand_in) == sorted(units)
+    for key, value in units.items():
+        if isinstance(value, np.ndarray):
+            assert (
+                stand_in[key].shape == value.shape
+                and stand_in[key].dtype == value.dtype
+            )
+        else:
+            assert stand_in[key] == value
+    assert metrics.FIDInception.stand_in(batch_size=4).weights_path is None
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        metrics.FIDInception.stand_in(batch_size=0)
+
+
 def test_the_reader_runs_no_code_from_the_file(tmp_path):
     evil = b"\x80\x02cos\nsystem\nX\x04\x00\x00\x00trueq\x00\x85R."
     path = _archive(tmp_path / "evil.pt", evil)

@@ -21,7 +21,12 @@ has a share of (`BUDGET_SHARES`), in this order:
    target FCD.
 4. **The largest batch** per model and precision: doubling from 1,024
    until the device runs out of memory (or the budget does).
-5. **The input path**: images/s that `EpochBatches` (what `load_images`
+5. **The standard FID's cost**: images/s through the FID network
+   (`metrics.FIDInception.stand_in`: the real network's computation with
+   weights of its shapes, since the 87 MB weights file need not be on the
+   device machine), 32x32 RGB images, batch 50 and 200, and the seconds
+   10,000 and 50,000 images would take.
+6. **The input path**: images/s that `EpochBatches` (what `load_images`
    gives on JAX) gathers and scales on this host, for each model's image
    shape at batch 256, to compare with the training images/s above (the
    throughput cells train on one repeated batch, so they do not include
@@ -58,6 +63,8 @@ STUDY_BATCH_SIZES = (64, 512, 128, 256)
 # Epochs per study run: the seed's 30 do not fit a budget of minutes, but at
 # batch 64 on MNIST these give the FCD a chance to reach its target.
 STUDY_EPOCHS = 10
+# Seconds of whole batches each FID cell times, after the batch that compiles.
+FID_TIMED_SECONDS = 2.0
 # Each part's share of the time budget, in the order the parts run. A part
 # stops starting cells at the start plus its share and the shares before it,
 # so the time a part leaves unused goes to the next; the search for the
@@ -67,7 +74,8 @@ BUDGET_SHARES = (
     ("throughput", 0.35),
     ("steps_per_execution", 0.10),
     ("study", 0.40),
-    ("largest", 0.15),
+    ("fid", 0.05),
+    ("largest", 0.10),
 )
 FIELDS = (
     "part",
@@ -93,7 +101,7 @@ FIELDS = (
 
 
 def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
-    """Runs the five parts on the JAX devices of this process.
+    """Runs the six parts on the JAX devices of this process.
 
     Args:
         out_dir: Folder for `accelerator.csv` and `accelerator.md`.
@@ -167,6 +175,8 @@ def run_benchmark(out_dir, smoke=False, budget_seconds=480.0, printer=print):
     ):
         record(row)
     for row in _study(out_dir, smoke, deadlines["study"]):
+        record(row)
+    for row in _fid(smoke, deadlines["fid"]):
         record(row)
     if not smoke:
         for row in _largest(strategy, deadlines["largest"], peaks):
@@ -282,6 +292,42 @@ def _study(out_dir, smoke, deadline):
             "seconds_to_target": summary.get("seconds_to_target"),
             "fit_seconds": summary.get("train_seconds"),
             "note": f"data: {summary.get('data_source')}",
+        }
+
+
+def _fid(smoke, deadline):
+    """Images/s through the FID network, per batch size, after compiling."""
+    from keras_tpugan.metrics import FIDInception
+
+    size, shape = 32, "fid-inception-32x32x3"
+    for batch in (4,) if smoke else (50, 200):
+        if time.perf_counter() > deadline:
+            yield skipped("fid", shape, "float32", batch)
+            continue
+        images = np.random.default_rng(0).uniform(-1, 1, (batch, size, size, 3))
+        images = images.astype("float32")
+        started = time.perf_counter()
+        network = FIDInception.stand_in(batch_size=batch)
+        network.features(images)  # builds and compiles
+        setup = time.perf_counter() - started
+        # Whole batches for at least FID_TIMED_SECONDS (one in a smoke run).
+        count, started = 0, time.perf_counter()
+        while count == 0 or (
+            not smoke and time.perf_counter() - started < FID_TIMED_SECONDS
+        ):
+            network.features(images)
+            count += batch
+        rate = round(count / (time.perf_counter() - started), 1)
+        yield {
+            "part": "fid",
+            "model": shape,
+            "precision": "float32",
+            "batch_size": batch,
+            "images_per_sec": rate,
+            "note": (
+                f"stand-in weights; set-up {setup:.1f} s; 10,000 images "
+                f"{10_000 / rate:.0f} s, 50,000 {50_000 / rate:.0f} s"
+            ),
         }
 
 

@@ -137,7 +137,7 @@ def profile_table(rows):
 # The accelerator benchmark's two Markdown tables: `(key, header, format)` columns for
 # `results.markdown_table`, and the parts each shows.
 ACCELERATOR_SPEED_TABLE = (
-    ("throughput", "largest", "steps_per_execution", "input"),
+    ("throughput", "largest", "steps_per_execution", "fid", "input"),
     (
         ("part", "part", "s"),
         ("model", "model", "s"),

@@ -75,6 +75,11 @@ def add_data_arguments(parser):
     )
 
 
+def set_keys(args):
+    """The settings that `--set` names."""
+    return {item.split("=", 1)[0].strip() for item in args.set}
+
+
 def config_from_args(args, **changes):
     """The `TrainConfig` of `--preset`, `--data`, the everyday flags and
     `--set`, with `changes` (those not None) applied; a flag wins over the
@@ -84,7 +89,7 @@ def config_from_args(args, **changes):
     data = getattr(args, "data", None)
     preset = args.preset or ("demo" if data is None else "images")
     first = {} if data is None else {"dataset": data}
-    keys = {item.split("=", 1)[0].strip() for item in args.set}
+    keys = set_keys(args)
     if (data is not None or "dataset" in keys) and "source" not in keys:
         # Other data than the preset's: its source is found anew (a preset
         # for the offline MNIST subset would refuse any other data).

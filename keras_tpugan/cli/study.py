@@ -1,7 +1,11 @@
 """`keras-tpugan sweep` and `keras-tpugan tune`: the batch-size study, the
 ablation grid and the keras-tuner search."""
 
-from keras_tpugan.cli.arguments import add_config_arguments, config_from_args
+from keras_tpugan.cli.arguments import (
+    add_config_arguments,
+    config_from_args,
+    set_keys,
+)
 
 EXAMPLES = {
     "sweep": """examples:
@@ -159,7 +163,8 @@ def add_parsers(command):
         "--evaluations",
         type=int,
         default=4,
-        help="FCD measurements per trial, evenly spread over the budget",
+        help="FCD measurements per trial, evenly spread over the budget, each "
+        "on 500 generated images (--set quality_images=N for another count)",
     )
     tune.add_argument(
         "--target-fcd",
@@ -217,8 +222,13 @@ def _tune(args):
     from keras_tpugan.studies.ablation import parse_grid
     from keras_tpugan.studies.search import search_batch_size
 
+    config = config_from_args(args)
+    # The trials' own count (500) unless --set names one.
+    counts = {}
+    if "quality_images" in set_keys(args):
+        counts["quality_images"] = config.quality_images
     best, _ = search_batch_size(
-        config_from_args(args),
+        config,
         batch_sizes=args.batch_sizes,
         learning_rates=args.learning_rates,
         tuner=args.tuner,
@@ -231,6 +241,7 @@ def _tune(args):
         image_budget=args.image_budget,
         evaluations=args.evaluations,
         target_fcd=args.target_fcd,
+        **counts,
     )
     with open(f"{args.out}/results.md") as f:
         print(f.read())

