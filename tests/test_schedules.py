@@ -273,6 +273,64 @@ class _KillAt(keras.callbacks.Callback):
             raise _Killed
 
 
+class _Session(keras.callbacks.Callback):
+    """Records the hooks it sees and the epochs it is told."""
+
+    def __init__(self, stop_at=None):
+        super().__init__()
+        self.seen, self.stop_at = [], stop_at
+
+    def on_train_begin(self, logs=None):
+        self.seen.append(("begin", self.params["epochs"]))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen.append(("epoch", epoch, self.params["epochs"]))
+        if epoch == self.stop_at:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        self.seen.append(("end", self.params["epochs"]))
+
+
+def test_fit_in_parts_is_one_session_for_the_callbacks():
+    import numpy as np
+
+    from keras_tpugan.runs.fit_parts import fit_in_parts
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self, count):
+            super().__init__()
+            self.count = count
+
+        def __len__(self):
+            return self.count
+
+        def __getitem__(self, i):
+            return np.zeros((4, 2), "float32"), np.zeros((4, 1), "float32")
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    data = [(Batches(1), 2), (Batches(2), 4)]
+    session = _Session()
+    histories = fit_in_parts(model, data, 1, [session], verbose=0)
+    assert session.seen == [
+        ("begin", 4),
+        ("epoch", 1, 4),
+        ("epoch", 2, 4),
+        ("epoch", 3, 4),
+        ("end", 4),
+    ]
+    # Keras's History per call: the rest of epoch 2 (one batch), then 3 and 4.
+    assert [h.epoch for h in histories] == [[1], [2, 3]]
+    # Stopped in the first part: the session ends there, once.
+    session = _Session(stop_at=1)
+    histories = fit_in_parts(model, data, 1, [session], verbose=0)
+    assert session.seen == [("begin", 4), ("epoch", 1, 4), ("end", 4)]
+    assert len(histories) == 1
+    with pytest.raises(ValueError, match="Received: parts=\\[\\]"):
+        fit_in_parts(model, [], 0, [session])
+
+
 @pytest.mark.jax_only
 def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     """Slow (about 30-40 s): three small runs in this process (one whole; one
@@ -316,3 +374,12 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     assert len(whole) == len(resumed) > 4
     for a, b in zip(whole, resumed, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    # The epoch's rest and the other epochs were one session for the
+    # callbacks: one snapshot at the end (none at the end of the epoch's
+    # rest), and a GIF of both epochs' grids.
+    snapshots = sorted(os.listdir(tmp_path / "run" / "snapshots"))
+    assert snapshots == ["gan_epoch_0003.keras"]
+    from PIL import Image
+
+    with Image.open(tmp_path / "run" / "samples" / "samples.gif") as gif:
+        assert gif.n_frames == 2

@@ -61,7 +61,7 @@ class TimedBackup(keras.callbacks.Callback):
     that epoch's remaining batches are trained first: `keras_tpugan.data`
     datasets read the same batches for the same epoch, so
     `train` fits `dataset.skip(restored_batch)` for that one epoch, then the
-    rest.
+    rest (`runs.fit_parts.fit_in_parts`: one session for the callbacks).
 
     In a run of several processes each process keeps its own backups
     (`backup_dir` differs), at epoch ends only, and they stay in step: the

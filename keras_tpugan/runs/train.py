@@ -10,6 +10,7 @@ import keras
 
 from keras_tpugan import callbacks
 from keras_tpugan.runs import results, run_folder, run_scoring
+from keras_tpugan.runs.fit_parts import fit_in_parts
 from keras_tpugan.runs.prepared_run import build_gan, prepare
 from keras_tpugan.runs.scored_tensorboard import ScoredTensorBoard
 from keras_tpugan.runs.snapshots import Snapshots, latest_snapshot
@@ -191,13 +192,7 @@ def train(
         callbacks.LossCurves(workdir, every_seconds=config.curves_every_seconds),
         *files,
     ]
-    fit = functools.partial(
-        gan.fit,
-        verbose=verbose,
-        validation_data=run.validation,
-        validation_freq=validation_epochs,
-    )
-    history = None
+    parts = [(run.dataset, config.epochs)]
     if backup.restored_batch:  # resumed mid-epoch: that epoch's rest first
         logger.warning(
             "resuming epoch %d at batch %d of %d.",
@@ -205,24 +200,18 @@ def train(
             backup.restored_batch + 1,
             run.steps_per_epoch,
         )
-        history = fit(
-            run.dataset.skip(backup.restored_batch),
-            epochs=initial_epoch + 1,
-            initial_epoch=initial_epoch,
-            callbacks=[*fit_callbacks, *extra_callbacks],
-        )
-        initial_epoch += 1
-        if budget is not None:  # what is left of it
-            spent = time.perf_counter() - fit_started
-            budget = callbacks.TimeBudget(max(time_budget_seconds - spent, 1e-3))
-    if history is None or (initial_epoch < config.epochs and not guard.stopped_reason):
-        rest = fit(
-            run.dataset,
-            epochs=config.epochs,
-            initial_epoch=initial_epoch,
-            callbacks=[*fit_callbacks, *([budget] if budget else []), *extra_callbacks],
-        )
-        history = _joined(history, rest)
+        rest = (run.dataset.skip(backup.restored_batch), initial_epoch + 1)
+        parts = [rest, *parts] if initial_epoch + 1 < config.epochs else [rest]
+    histories = fit_in_parts(
+        gan,
+        parts,
+        initial_epoch,
+        [*fit_callbacks, *([budget] if budget else []), *extra_callbacks],
+        verbose=verbose,
+        validation_data=run.validation,
+        validation_freq=validation_epochs,
+    )
+    history = functools.reduce(_joined, histories)
     train_seconds = time.perf_counter() - fit_started
     stopped_by_budget = budget is not None and budget.stopped_epoch is not None
     if not stopped_by_budget:  # finished: nothing left to resume
@@ -292,9 +281,7 @@ def train(
 
 
 def _joined(history, later):
-    """`later`'s `keras.callbacks.History` after `history`'s (None: none)."""
-    if history is None:
-        return later
+    """`later`'s `keras.callbacks.History` after `history`'s."""
     history.epoch += later.epoch
     for name, values in later.history.items():
         history.history.setdefault(name, []).extend(values)
