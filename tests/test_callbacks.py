@@ -90,6 +90,35 @@ def test_loss_curves_write_csv_and_png(tmp_path):
     np.testing.assert_array_equal(lines[3].get_xdata(), [3, 4])  # epoch means
 
 
+def test_long_curves_are_drawn_as_a_band_at_a_bounded_number_of_points(tmp_path):
+    from matplotlib.collections import PolyCollection
+
+    from keras_tpugan.callbacks import loss_curves
+
+    gan = tiny_gan()
+    curves = ktg.callbacks.LossCurves(tmp_path, show=False)
+    gan.fit(batches(random_images(8), 4), epochs=1, verbose=0, callbacks=[curves])
+    # As after 2,501 steps of 5 epochs: more than MAX_POINTS per curve.
+    steps = 2501
+    values = np.random.default_rng(0).normal(size=steps)
+    curves.steps = {"d_loss": list(values), "g_loss": list(values + 1)}
+    curves.epochs = {"d_loss": [0.0] * 5, "g_loss": [1.0] * 5}
+    curves.epoch_numbers = {"d_loss": [1, 2, 3, 4, 5], "g_loss": [1, 2, 3, 4, 5]}
+    axes = curves.figure().axes[0]
+    smooth = axes.lines[0]  # d_loss's average, at the band's points
+    assert len(smooth.get_xdata()) == loss_curves.MAX_POINTS
+    (band, _) = [c for c in axes.collections if isinstance(c, PolyCollection)]
+    # Each run of steps' extremes bound the band: the whole range is in it.
+    heights = band.get_paths()[0].vertices[:, 1]
+    assert heights.min() == values.min() and heights.max() == values.max()
+    at, low, high = loss_curves._envelope(values, 4)
+    edges = [0, 625, 1250, 1875, 2501]
+    np.testing.assert_array_equal(at, [312, 937, 1562, 2187])
+    for i in range(4):
+        run = values[edges[i] : edges[i + 1]]
+        assert (low[i], high[i]) == (run.min(), run.max())
+
+
 def test_a_resumed_fit_replaces_the_rows_of_the_epochs_it_trains_again(tmp_path):
     # A run killed at epoch 3 whose backup was at epoch 1 left rows 1-3; the
     # fit resumed from epoch 1 keeps row 1 and writes rows 2-4 once each.

@@ -183,21 +183,38 @@ def test_the_curves_are_redrawn_at_most_every_so_many_seconds(tmp_path, monkeypa
     monkeypatch.setattr(loss_curves.time, "monotonic", clock)
     drawn = []
 
+    scores_drawn = []
+
     class Curves(ktg.callbacks.LossCurves):
         def _draw(self):
             drawn.append(len(self.epochs["d_loss"]))
             super()._draw()
+
+        def quality_figure(self):
+            scores_drawn.append(len(self.epochs["d_loss"]))
+            return super().quality_figure()
+
+    def score(epoch, logs):  # scores after epochs 2 and 5, as QualityMetrics logs
+        logs["fid"] = 10.0 - epoch if epoch in (1, 4) else float("inf")
 
     curves = Curves(tmp_path, show=False, every_seconds=10.0)
     tiny_gan().fit(
         batches(random_images(8), 4, repeat=1),
         epochs=6,
         verbose=0,
-        callbacks=[_Advance(clock, [4, 4, 4, 4, 4, 4]), curves],
+        callbacks=[
+            _Advance(clock, [4, 4, 4, 4, 4, 4]),
+            keras.callbacks.LambdaCallback(on_epoch_end=score),
+            curves,
+        ],
     )
     # After the first epoch, then once 10 s had passed (epochs 4: 12 s on),
     # and at the end (epochs 5 and 6 were not drawn).
     assert drawn == [1, 4, 6]
+    # quality.png on the same clock, when a score came since: epoch 2's
+    # drawn after epoch 4, epoch 5's at the end.
+    assert scores_drawn == [4, 6]
+    assert (tmp_path / "quality.png").exists()
     assert (tmp_path / "loss_curves.png").exists()
     # history.csv has every epoch.
     assert len((tmp_path / "history.csv").read_text().splitlines()) == 7

@@ -57,6 +57,12 @@ class GANCallback(keras.callbacks.Callback):
         return os.path.join(self.directory, name)
 
 
+# PNG compression for files written while training: zlib's fastest level
+# (Pillow's default, 6, took 16 ms for a 448x448 sample grid here, this
+# 2.5 ms, for a file a tenth larger).
+FAST_PNG = {"compress_level": 1}
+
+
 def show_inline(path, display_id):
     """Shows (or refreshes in place) an image in a notebook cell's output.
 

@@ -8,9 +8,14 @@ import uuid
 import numpy as np
 
 from keras_tpugan import directions
-from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+from keras_tpugan.callbacks.gan_callback import FAST_PNG, GANCallback, show_inline
 from keras_tpugan.whole_files import replaced_whole
 
+# Points per curve in `loss_curves.png`: longer per-step curves are drawn as
+# a band (each run of steps' minimum and maximum) with the average at its
+# points. Drawing every step of a long run took most of a second a redraw,
+# and a panel 450 pixels wide shows no more.
+MAX_POINTS = 1000
 # The quality scores `quality.png` plots, each on its own panel.
 QUALITY_PANELS = (
     (
@@ -46,11 +51,12 @@ class LossCurves(GANCallback):
         smoothing: Weight of the moving average of the per-step curves
             (0 plots them raw; 0.9 smooths strongly).
         show: Show the figure inline in notebooks.
-        every_seconds: Redraw `loss_curves.png` at the end of an epoch only
-            when this many seconds have passed since it was last drawn (it
-            is drawn after the first epoch and at the end of training), so
-            that drawing it takes a small share of a run whose epochs are
-            short; 0: every epoch.
+        every_seconds: Redraw `loss_curves.png` (and `quality.png`, when a
+            score came since) at the end of an epoch only when this many
+            seconds have passed since they were last drawn (they are drawn
+            after the first epoch and at the end of training), so that
+            drawing takes a small share of a run whose epochs are short;
+            0: every epoch.
 
     Example:
 
@@ -85,7 +91,8 @@ class LossCurves(GANCallback):
         self._first_epoch = None  # of this fit, 0-based
         self._running = {}
         self._drawn_at = None  # `time.monotonic()` of the last drawing
-        self._undrawn = False
+        # Whether the logs have changed since then, and scores with them.
+        self._undrawn = self._scores_undrawn = False
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._first_epoch is None:
@@ -114,23 +121,31 @@ class LossCurves(GANCallback):
             return
         self._write_csv(epoch, logs or {})
         now = time.monotonic()
+        # quality.png is redrawn only when a new score came, on the same clock.
+        self._scores_undrawn |= _scored(logs or {})
         if self._drawn_at is None or now - self._drawn_at >= self.every_seconds:
             self._draw()
         else:
             self._undrawn = True
-        if _scored(logs or {}):  # redrawn only when a new score came
-            self.quality_figure().savefig(self.path("quality.png"), dpi=100)
 
     def on_train_end(self, logs=None):
-        if self.chief and self._undrawn:
+        if self.chief and (self._undrawn or self._scores_undrawn):
             self._draw()
 
     def _draw(self):
         path = self.path("loss_curves.png")
-        self.figure().savefig(path, dpi=100)
+        self.figure().savefig(path, dpi=100, pil_kwargs=FAST_PNG)
         if self.show:
             show_inline(path, self._display_id)
-        self._drawn_at, self._undrawn = time.monotonic(), False
+        if self._scores_undrawn:
+            self.quality_figure().savefig(
+                self.path("quality.png"), dpi=100, pil_kwargs=FAST_PNG
+            )
+        self._drawn_at, self._undrawn, self._scores_undrawn = (
+            time.monotonic(),
+            False,
+            False,
+        )
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger fixes its columns at the first epoch,
@@ -198,10 +213,16 @@ class LossCurves(GANCallback):
                     continue
                 raw = np.asarray(self.steps[name])
                 x = first + np.arange(1, len(raw) + 1) / steps_per_epoch
-                (line,) = ax.plot(x, raw, alpha=0.25, linewidth=0.8)
-                ax.plot(
-                    x, _ema(raw, self.smoothing), color=line.get_color(), label=name
-                )
+                smooth = _ema(raw, self.smoothing)
+                if len(raw) <= MAX_POINTS:
+                    (line,) = ax.plot(x, smooth, label=name)
+                    ax.plot(x, raw, color=line.get_color(), alpha=0.25, linewidth=0.8)
+                else:  # the raw steps as a band, the average at its points
+                    at, low, high = _envelope(raw, MAX_POINTS)
+                    (line,) = ax.plot(x[at], smooth[at], label=name)
+                    ax.fill_between(
+                        x[at], low, high, color=line.get_color(), alpha=0.25, lw=0
+                    )
                 ax.plot(
                     self.epoch_numbers.get(name, []),
                     self.epochs.get(name, []),
@@ -279,6 +300,18 @@ def _plot_held_out(ax, epochs, values, name):
         color="gray",
         markersize=4,
         label=f"{name} (held out)",
+    )
+
+
+def _envelope(values, buckets):
+    """`values` in `buckets` runs: each run's middle index, minimum, maximum."""
+    edges = np.linspace(0, len(values), buckets + 1).astype(int)
+    starts = edges[:-1]
+    middle = (starts + edges[1:] - 1) // 2
+    return (
+        middle,
+        np.minimum.reduceat(values, starts),
+        np.maximum.reduceat(values, starts),
     )
 
 

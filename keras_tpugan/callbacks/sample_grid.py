@@ -3,7 +3,7 @@
 import uuid
 
 from keras_tpugan import images as images_lib
-from keras_tpugan.callbacks.gan_callback import GANCallback, show_inline
+from keras_tpugan.callbacks.gan_callback import FAST_PNG, GANCallback, show_inline
 from keras_tpugan.latents import seeded_latents
 from keras_tpugan.tf_import import tensorflow
 
@@ -94,7 +94,7 @@ class SampleGrid(GANCallback):
         path = self.path(f"epoch_{epoch + 1:04d}.png")
         from PIL import Image
 
-        Image.fromarray(grid).save(path)
+        Image.fromarray(grid).save(path, **FAST_PNG)
         self.saved.append(path)
         if self._writer is not None:
             with self._writer.as_default():

@@ -182,8 +182,11 @@ class GANStep:
         Returns:
             `(d_stats, g_loss)`, this replica's shares of the global means.
         """
-        _, (_, _, d_stats) = self.discriminator_objective(values.d_vars, values, inputs)
-        _, (_, g_loss) = self.generator_objective(values.g_vars, values, inputs)
+        # One generator forward and one critic call per image set: in
+        # inference nothing changes between the two objectives' calls.
+        (_, g_loss), (_, _, d_stats) = self.joint_objective(
+            values.g_vars, values.d_vars, values, inputs
+        )
         return d_stats, g_loss
 
     # ------------------------------------------------------------ helpers
