@@ -271,6 +271,38 @@ def test_scores_that_would_exceed_their_share_of_the_time_are_skipped(
         TrainConfig.preset("demo", quality_max_share=0)
 
 
+def test_grids_that_would_exceed_their_share_of_the_time_are_skipped(
+    tmp_path, monkeypatch
+):
+    """Each epoch trains 4 s and each grid costs 3 s, as for scores above:
+    with max_share=0.25 a grid needs 9 s of training since the last one."""
+    from keras_tpugan.callbacks import sample_grid, training_clock
+
+    clock = _Clock()
+    monkeypatch.setattr(sample_grid.time, "perf_counter", clock)
+    monkeypatch.setattr(training_clock.time, "perf_counter", clock)
+
+    class Costly(ktg.callbacks.SampleGrid):
+        def _draw(self, epoch):
+            clock.now += 3.0
+            super()._draw(epoch)
+
+    grid = Costly(tmp_path, num_images=4, show=False, max_share=0.25)
+    tiny_gan().fit(
+        batches(random_images(8), 4),
+        epochs=7,
+        verbose=0,
+        callbacks=[_Advance(clock, [4] * 7), grid],
+    )
+    drawn = sorted(f for f in os.listdir(tmp_path) if f.endswith(".png"))
+    assert drawn == ["epoch_0001.png", "epoch_0004.png", "epoch_0007.png"]
+    assert grid.skipped == 4
+    with pytest.raises(ValueError, match=r"max_share in \(0, 1\)"):
+        ktg.callbacks.SampleGrid(tmp_path, max_share=0)
+    with pytest.raises(ValueError, match="sample_max_share in"):
+        TrainConfig.preset("demo", sample_max_share=1.0)
+
+
 class _Killed(BaseException):
     """Stands for a kill: nothing after it runs."""
 

@@ -1,9 +1,12 @@
 """`SampleGrid`: a grid of generated images per epoch, and a GIF of them."""
 
+import time
 import uuid
 
 from keras_tpugan import images as images_lib
 from keras_tpugan.callbacks.gan_callback import FAST_PNG, GANCallback, show_inline
+from keras_tpugan.callbacks.scoring_share import ScoringShare
+from keras_tpugan.callbacks.training_clock import TrainingClock
 from keras_tpugan.latents import seeded_latents
 from keras_tpugan.tf_import import tensorflow
 
@@ -30,6 +33,12 @@ class SampleGrid(GANCallback):
         tensorboard_dir: If set, also write each grid as a TensorBoard image
             summary there.
         show: Show the grid inline in notebooks.
+        max_share: At most about this share of the training time to spend on
+            grids (`ScoringShare`: a scheduled grid is skipped when the
+            training since the last one is too short for its cost; None:
+            every scheduled grid). The last epoch's is always drawn. On a
+            fast device, where an epoch takes less than a grid's fixed cost
+            many times over, it keeps the grids from slowing the run.
 
     Example:
 
@@ -48,8 +57,10 @@ class SampleGrid(GANCallback):
         gif=True,
         tensorboard_dir=None,
         show=True,
+        max_share=None,
     ):
         super().__init__(directory)
+        ScoringShare(max_share)  # checks it
         if every_n_epochs < 1 or num_images < 1 or scale < 1:
             raise ValueError(
                 "Expected every_n_epochs, num_images and scale >= 1. Received: "
@@ -66,6 +77,7 @@ class SampleGrid(GANCallback):
             # Writing TensorBoard images needs TensorFlow's summary writer.
             self._tf = tensorflow("SampleGrid(tensorboard_dir=...)")
         self.show = show
+        self.max_share = max_share
         self.saved = []
         self._display_id = f"sample-grid-{uuid.uuid4().hex}"
 
@@ -78,13 +90,37 @@ class SampleGrid(GANCallback):
         )
         count = self.num_images if self.labels is None else len(self.labels)
         self.latents = seeded_latents(count, gan.latent_dim, [self.seed, 1])
+        self._clock = TrainingClock()
+        self._share = ScoringShare(self.max_share)
         self._writer = None
         if self.tensorboard_dir and self.chief:
             self._writer = self._tf.summary.create_file_writer(self.tensorboard_dir)
 
+    @property
+    def skipped(self):
+        """Scheduled grids skipped to keep within `max_share`."""
+        return self._share.skipped
+
+    def on_test_begin(self, logs=None):
+        self._clock.pause()  # validation is not training time
+
+    def on_test_end(self, logs=None):
+        self._clock.resume()
+
     def on_epoch_end(self, epoch, logs=None):
         if not (self.chief and self.due(epoch, self.every_n_epochs)):
             return
+        # Only the chief draws, and decides alone (no collective).
+        last = epoch + 1 == self.params.get("epochs")
+        if not (last or self._share.allows(self._clock.seconds(), agree=False)):
+            return
+        self._clock.pause()
+        started = time.perf_counter()
+        self._draw(epoch)
+        self._clock.resume()
+        self._share.scored(time.perf_counter() - started, self._clock.seconds())
+
+    def _draw(self, epoch):
         grid = images_lib.tile(
             self.model.generate(self.latents, labels=self.labels),
             self.rows,

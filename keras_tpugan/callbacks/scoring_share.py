@@ -1,5 +1,5 @@
-"""`ScoringShare`: whether a scheduled score keeps scoring within its share
-of the time."""
+"""`ScoringShare`: whether a scheduled score (or sample grid) keeps within its
+share of the time."""
 
 from keras_tpugan import distribute
 
@@ -41,16 +41,19 @@ class ScoringShare:
         self.skipped = 0  # scores not allowed
         self._cost = self._scored_at = None
 
-    def allows(self, seconds, strategy=None):
+    def allows(self, seconds, strategy=None, agree=True):
         """Whether a score now, `seconds` of training in, keeps the share
         (counted in `skipped` if not). With several processes, every one
-        takes the chief's answer (`distribute.chief_values`)."""
+        takes the chief's answer (`distribute.chief_values`), unless
+        `agree` is False: work that the chief does alone (a sample grid)
+        is decided there, with no collective."""
         if self.max_share is None or self._cost is None:
             return True
         since = seconds - self._scored_at
         allowed = since * self.max_share >= self._cost * (1 - self.max_share)
-        chief = distribute.chief_values({"allowed": allowed}, strategy)
-        allowed = bool(chief["allowed"])
+        if agree:
+            chief = distribute.chief_values({"allowed": allowed}, strategy)
+            allowed = bool(chief["allowed"])
         self.skipped += not allowed
         return allowed
 

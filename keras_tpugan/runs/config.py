@@ -148,6 +148,11 @@ class TrainConfig:
     num_samples: int = 64
     sample_every: int = 1
     snapshot_every: int = 10
+    # At most about this share of the training time drawing sample grids:
+    # a scheduled grid is skipped when the training since the last one is
+    # too short for its cost (None: every scheduled grid; the last epoch's
+    # is always drawn).
+    sample_max_share: float | None = 0.05
     # Side work on the clock and by images seen, not every epoch: the backup
     # that `--resume` continues from every N minutes of training, in the
     # middle of an epoch too (and when a run stops early; 0: at every epoch's

@@ -124,12 +124,16 @@ def check_config(config):
             "Expected quality_every_images >= 1 or None. Received: "
             f"{config.quality_every_images}."
         )
-    share = config.quality_max_share
-    if share is not None and (isinstance(share, bool) or not 0 < share < 1):
-        raise ValueError(
-            "Expected quality_max_share in (0, 1), or None (every scheduled "
-            f"score). Received: quality_max_share={share!r}."
-        )
+    for name, what in (
+        ("quality_max_share", "score"),
+        ("sample_max_share", "sample grid"),
+    ):
+        share = getattr(config, name)
+        if share is not None and (isinstance(share, bool) or not 0 < share < 1):
+            raise ValueError(
+                f"Expected {name} in (0, 1), or None (every scheduled {what}). "
+                f"Received: {name}={share!r}."
+            )
     if config.target_fcd is not None and config.target_fcd <= 0:
         raise ValueError(
             f"Expected target_fcd > 0 or None. Received: {config.target_fcd}."

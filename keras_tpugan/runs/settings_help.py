@@ -68,6 +68,7 @@ SETTINGS_HELP = {
     "num_samples": "images per sample grid",
     "sample_every": "a sample grid every N epochs",
     "snapshot_every": "save the whole GAN every N epochs and at the end (0: end only)",
+    "sample_max_share": "skip a grid that would spend over this share of the time",
     "backup_minutes": "back up every N minutes, mid-epoch too (0: each epoch end)",
     "validation_every_images": "validate every N images seen (none: every epoch)",
     "curves_every_seconds": "redraw the curves at most every N seconds (0: each epoch)",

@@ -177,18 +177,20 @@ def train(
             config.epochs,
         )
     validation_epochs = _validation_epochs(config, run.steps_per_epoch)
+    grid = callbacks.SampleGrid(
+        os.path.join(workdir, "samples"),
+        every_n_epochs=config.sample_every,
+        num_images=config.num_samples,
+        seed=config.seed,
+        max_share=config.sample_max_share,
+    )
     fit_callbacks = [
         *extend,
         backup,
         speed,
         *scoring,
         guard,
-        callbacks.SampleGrid(
-            os.path.join(workdir, "samples"),
-            every_n_epochs=config.sample_every,
-            num_images=config.num_samples,
-            seed=config.seed,
-        ),
+        grid,
         callbacks.LossCurves(workdir, every_seconds=config.curves_every_seconds),
         *files,
     ]
@@ -258,6 +260,8 @@ def train(
         "validation_epochs": validation_epochs if run.validation else None,
         "curves_every_seconds": config.curves_every_seconds,
         "quality_max_share": run_scoring.quality_max_share(config),
+        "sample_max_share": config.sample_max_share,
+        "samples_skipped": grid.skipped,
         "ema_decay": config.ema_decay,
         "ema_halflife_images": config.ema_halflife_images,
         "stopped_reason": guard.stopped_reason,
