@@ -163,8 +163,8 @@ def _timed(seconds, clock):
 
 
 def measure(preset, settings):
-    """Trains one row; returns its wall seconds (after the first epoch) and
-    the seconds of each kind of side work, per call."""
+    """Trains one row; returns its wall seconds (after the first epoch), the
+    seconds of each kind of side work, per call, and the run's summary."""
     config = TrainConfig.preset(preset, **settings)
     seconds = collections.defaultdict(list)
     clock = _Clock(seconds)
@@ -176,7 +176,7 @@ def measure(preset, settings):
                 second_epoch.append(time.perf_counter())
 
     with tempfile.TemporaryDirectory() as workdir, _timed(seconds, clock):
-        train_module.train(
+        summary = train_module.train(
             config,
             os.path.join(workdir, "run"),
             verbose=0,
@@ -185,7 +185,7 @@ def measure(preset, settings):
         done = time.perf_counter()
         wall = done - second_epoch[0]
         seconds["end of run"].append(done - clock.ended)
-    return wall, seconds
+    return wall, seconds, summary
 
 
 def main(argv=None):
@@ -199,7 +199,7 @@ def main(argv=None):
     results = {}
     for name in args.rows:
         preset, settings = table[name]
-        wall, seconds = measure(preset, settings)
+        wall, seconds, summary = measure(preset, settings)
         results[name] = (wall, seconds)
         steps = sum(seconds["steps"])
         side = sum(sum(seconds[k]) for k in kinds)
@@ -219,12 +219,23 @@ def main(argv=None):
         between = sum(seconds["between epochs"])
         end = seconds["end of run"][0]
         other = wall - steps - side - between - end
-        for name, value in (
+        for part, value in (
             ("between epochs", between),
             ("end of run", end),
             ("other", other),
         ):
-            print(f"  {name:<14} {value:32.2f} s  {value / wall:6.1%} of the wall time")
+            print(f"  {part:<14} {value:32.2f} s  {value / wall:6.1%} of the wall time")
+        # The figures the side work keeps: the run's last scores.
+        final = summary["final"]
+        scores = ", ".join(
+            f"{key} {final[key]:.2f}"
+            for key in ("fcd", "classifier_score", "kid", "precision", "recall")
+            if key in final
+        )
+        print(
+            f"  the run: {summary['train_seconds']:.1f} s of training in all"
+            + (f"; last scores: {scores}" if scores else "")
+        )
     print()
     print("| row | wall s | steps s | side work s | side share | over the steps |")
     print("|---|---:|---:|---:|---:|---:|")
