@@ -32,7 +32,11 @@ class StatelessSpectralNormalization(keras.layers.SpectralNormalization):
     """
 
     def call(self, inputs, training=False):
-        vector_u, kernel = self.normalized_weights()
+        vector_u, kernel = ops.cond(
+            ops.all(ops.equal(self.kernel.value, 0)),
+            lambda: (self.vector_u.value, self.kernel.value),
+            self.normalized_weights,
+        )
         if training:
             self.vector_u.assign(vector_u)
         # The normalized kernel for this call only; the raw one stays.
@@ -41,33 +45,3 @@ class StatelessSpectralNormalization(keras.layers.SpectralNormalization):
         output = self.layer(inputs)
         self.kernel.assign(raw)
         return ops.cast(output, inputs.dtype)
-
-    def normalized_weights(self):
-        """The power iteration's vector and the kernel over its top singular value.
-
-        Keras's computation, without a branch: Keras's layer skips it in an
-        `ops.cond` for a kernel of zeros, which would divide zero by zero;
-        here that kernel is divided by one instead, and its vector kept, so
-        the result is the same. (A branch is two functions to trace, and on
-        an accelerator a conditional in the compiled step.)
-
-        Returns:
-            `(vector_u, kernel)`, in the variables' dtypes.
-        """
-        weights = ops.reshape(self.kernel, [-1, self.kernel_shape[-1]])
-        vector_u = self.vector_u.value
-        for _ in range(self.power_iterations):
-            vector_v = ops.normalize(
-                ops.matmul(vector_u, ops.transpose(weights)), axis=None
-            )
-            vector_u = ops.normalize(ops.matmul(vector_v, weights), axis=None)
-        vector_u = ops.stop_gradient(vector_u)
-        vector_v = ops.stop_gradient(vector_v)
-        sigma = ops.matmul(ops.matmul(vector_v, weights), ops.transpose(vector_u))
-        zeros = ops.all(ops.equal(self.kernel.value, 0))
-        sigma = ops.where(zeros, ops.ones_like(sigma), sigma)
-        vector_u = ops.where(zeros, self.vector_u.value, vector_u)
-        kernel = ops.reshape(ops.divide(self.kernel, sigma), self.kernel_shape)
-        return ops.cast(vector_u, self.vector_u.dtype), ops.cast(
-            kernel, self.kernel.dtype
-        )
