@@ -227,10 +227,10 @@ def test_scores_that_would_exceed_their_share_of_the_time_are_skipped(
 ):
     """Each epoch trains 4 s and each score costs 3 s: with max_share=0.25 a
     score needs 9 s of training since the last one (3 s x 0.75 / 0.25)."""
-    from keras_tpugan.callbacks import quality_metrics, training_clock
+    from keras_tpugan.callbacks import scoring_share, training_clock
 
     clock = _Clock()
-    monkeypatch.setattr(quality_metrics.time, "perf_counter", clock)
+    monkeypatch.setattr(scoring_share.time, "perf_counter", clock)
     monkeypatch.setattr(training_clock.time, "perf_counter", clock)
     scored = []
 
@@ -276,10 +276,10 @@ def test_grids_that_would_exceed_their_share_of_the_time_are_skipped(
 ):
     """Each epoch trains 4 s and each grid costs 3 s, as for scores above:
     with max_share=0.25 a grid needs 9 s of training since the last one."""
-    from keras_tpugan.callbacks import sample_grid, training_clock
+    from keras_tpugan.callbacks import scoring_share, training_clock
 
     clock = _Clock()
-    monkeypatch.setattr(sample_grid.time, "perf_counter", clock)
+    monkeypatch.setattr(scoring_share.time, "perf_counter", clock)
     monkeypatch.setattr(training_clock.time, "perf_counter", clock)
 
     class Costly(ktg.callbacks.SampleGrid):

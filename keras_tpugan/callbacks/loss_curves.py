@@ -141,11 +141,8 @@ class LossCurves(GANCallback):
             self.quality_figure().savefig(
                 self.path("quality.png"), dpi=100, pil_kwargs=FAST_PNG
             )
-        self._drawn_at, self._undrawn, self._scores_undrawn = (
-            time.monotonic(),
-            False,
-            False,
-        )
+        self._drawn_at = time.monotonic()
+        self._undrawn = self._scores_undrawn = False
 
     def _write_csv(self, epoch, logs):
         # keras.callbacks.CSVLogger fixes its columns at the first epoch,

@@ -6,8 +6,6 @@ images and their classifier are in `quality_reference`, the clock in
 `training_clock`, the share of the time scoring in `scoring_share`.
 """
 
-import time
-
 import keras
 
 from keras_tpugan import data as data_lib
@@ -483,12 +481,7 @@ class QualityMetrics(GANCallback):
     def _score_and_record(self):
         if not self.every_n_images:  # no batch hook counts the steps
             self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
-        self._clock.pause()
-        started = time.perf_counter()
-        scores = self.score()
-        cost = time.perf_counter() - started
-        self._clock.resume()
-        self._share.scored(cost, self._clock.seconds())
+        scores = self._share.timed(self.score, self._clock)
         images = None
         if self.global_batch_size:
             images = self._steps * self.global_batch_size

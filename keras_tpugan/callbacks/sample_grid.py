@@ -1,6 +1,5 @@
 """`SampleGrid`: a grid of generated images per epoch, and a GIF of them."""
 
-import time
 import uuid
 
 from keras_tpugan import images as images_lib
@@ -114,11 +113,7 @@ class SampleGrid(GANCallback):
         last = epoch + 1 == self.params.get("epochs")
         if not (last or self._share.allows(self._clock.seconds(), agree=False)):
             return
-        self._clock.pause()
-        started = time.perf_counter()
-        self._draw(epoch)
-        self._clock.resume()
-        self._share.scored(time.perf_counter() - started, self._clock.seconds())
+        self._share.timed(lambda: self._draw(epoch), self._clock)
 
     def _draw(self, epoch):
         grid = images_lib.tile(

@@ -1,6 +1,8 @@
 """`ScoringShare`: whether a scheduled score (or sample grid) keeps within its
 share of the time."""
 
+import time
+
 from keras_tpugan import distribute
 
 
@@ -56,6 +58,21 @@ class ScoringShare:
             allowed = bool(chief["allowed"])
         self.skipped += not allowed
         return allowed
+
+    def timed(self, work, clock):
+        """Runs `work()` with `clock` (a `TrainingClock`) paused, and records
+        its cost as a score's (`scored`).
+
+        Returns:
+            What `work` returns.
+        """
+        clock.pause()
+        started = time.perf_counter()
+        result = work()
+        cost = time.perf_counter() - started
+        clock.resume()
+        self.scored(cost, clock.seconds())
+        return result
 
     def scored(self, cost, seconds):
         """Records a score that took `cost` seconds, ending `seconds` of

@@ -335,13 +335,12 @@ def check_backup(folder, epoch, batch=0):
         return f"no {RECORD}: its write did not finish"
     except (OSError, ValueError) as e:
         return f"{RECORD} unreadable, {type(e).__name__}: {e}"
-    if not isinstance(record, dict) or (
-        record.get("epoch"),
-        record.get("batch", 0),
-    ) != (
-        epoch,
-        batch,
-    ):
+    point = (
+        (record.get("epoch"), record.get("batch", 0))
+        if isinstance(record, dict)
+        else None
+    )
+    if point != (epoch, batch):
         where = f"epoch {epoch}" + (f", batch {batch}" if batch else "")
         return f"{RECORD} is not the record of {where}: {record!r:.80}"
     weights = os.path.join(folder, WEIGHTS)
