@@ -21,8 +21,7 @@ changes, so an upgrade breaks loudly here rather than quietly elsewhere.
 4. `configure_multi_worker_start`: TensorFlow's coordination service and a
    class attribute of its collective strategy, to bound how long a
    multi-worker strategy waits for its peers at the start.
-5. `wait_at_barrier`: the same service's barrier, at exit.
-6. `extend_iter_in_place` and `held_by_list_only`: a distributed dataset's
+5. `extend_iter_in_place` and `held_by_list_only`: a distributed dataset's
    class extended in place (Keras knows a distributed dataset by its
    TensorFlow class, which the strategy makes) so that its iterators are
    kept, and when an iterator is held by nothing else (its reference count:
@@ -95,7 +94,7 @@ class TensorFlowTrainerHooks:
         return one_step_on_iterator
 
 
-# 4.-5. TensorFlow's coordination service -----------------------------------
+# 4. TensorFlow's coordination service ---------------------------------------
 
 
 def configure_multi_worker_start(
@@ -159,19 +158,7 @@ def configure_multi_worker_start(
     return first_all_reduce_limit()
 
 
-def wait_at_barrier(name, seconds):
-    """Waits, at most `seconds`, until every process reaches barrier `name`.
-
-    The coordination service that `MultiWorkerMirroredStrategy` starts has
-    the barrier; its only Python entry is the eager context's. Raises what
-    the service raises: a lost peer fails the barrier, or it times out.
-    """
-    from tensorflow.python.eager import context
-
-    context.context().wait_at_barrier(name, int(seconds * 1000))
-
-
-# 6. A distributed dataset's iterators, kept ---------------------------------
+# 5. A distributed dataset's iterators, kept ---------------------------------
 
 
 def extend_iter_in_place(distributed, keep):

@@ -1,3 +1,4 @@
+import logging
 import os
 import re
 import subprocess
@@ -141,14 +142,16 @@ def test_the_collective_is_chosen_on_tensorflow_and_by_xla_on_jax():
 
 
 @pytest.mark.tensorflow_only
-def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
+def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own(
+    caplog,
+):
     import weakref
 
     strategy = distribute.get_strategy("cpu", num_replicas=2)
     ds = tf.data.Dataset.range(8).batch(4, drop_remainder=True)
     # What `shard_over_processes` returns with several processes.
     distributed = iterators.deleting_iterators_aside(
-        strategy.experimental_distribute_dataset(ds)
+        strategy.experimental_distribute_dataset(ds), strategy
     )
     assert isinstance(distributed, tf.distribute.DistributedDataset)
     # It installed the exit protocol, which waits for the deletions at exit.
@@ -175,6 +178,13 @@ def test_dropped_multi_process_iterators_are_deleted_on_a_thread_of_their_own():
     del kept
     distribute.release_unused_iterators().join(timeout=60)
     assert iterators._ITERATORS == []
+    # The processes (here one, of two replicas) meet in one all-reduce of the
+    # strategy's, within the time given.
+    with caplog.at_level(logging.INFO, logger="keras_tpugan"):
+        start = time.monotonic()
+        assert distribute.finish_deletions(seconds=30.0)
+    assert time.monotonic() - start < 30
+    assert "exit barrier not passed" not in caplog.text
 
 
 def _run_python(script):

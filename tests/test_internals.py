@@ -22,7 +22,7 @@ PRIVATE = re.compile(
     r"^\s*(from|import)\s+(keras\.src|tensorflow\.python|tensorflow\.compiler)"
     r"|\._(flatten_layers|maybe_symbolic_build|make_function"
     r"|inner_optimizers|check_health_initial_timeout|use_cached_eval_dataset)\b"
-    r"|context\(\)\.(wait_at_barrier|configure_coordination_service)\("
+    r"|context\(\)\.configure_coordination_service\("
     r"|\.__class__\s*=|getrefcount\("
 )
 
@@ -86,7 +86,7 @@ def test_2_3_the_tensorflow_trainer_has_the_hooked_methods():
 
 
 @pytest.mark.tensorflow_only
-def test_4_5_tensorflows_coordination_service_entries_exist():
+def test_4_tensorflows_coordination_service_entries_exist():
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.distribute import (
         collective_all_reduce_strategy,
@@ -109,13 +109,9 @@ def test_4_5_tensorflows_coordination_service_entries_exist():
         assert name in configure.parameters, f"internals 4: {name}"
     assert callable(multi_worker_util.coordination_leader)
     assert coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)
-    barrier = inspect.signature(context.Context.wait_at_barrier)
-    assert list(barrier.parameters)[1:] == ["barrier_id", "timeout_in_ms"], (
-        "internals 5: Context.wait_at_barrier changed"
-    )
 
 
-def test_6_a_list_of_iterators_knows_which_nobody_else_holds():
+def test_5_a_list_of_iterators_knows_which_nobody_else_holds():
     class Iterator:
         pass
 

@@ -9,7 +9,7 @@ iterator starts and when `fit` or `evaluate` ends) it is deleted on a
 daemon thread beside the training loop. Making such a dataset also
 installs the exit handler (`install_exit_handler`, once per process): at
 exit the process deletes the iterators left, waits for the deletions and
-for its peers at a coordination-service barrier, at most
+for its peers (one all-reduce of the strategy's, with a time-out), at most
 `EXIT_WAIT_SECONDS`, and, if a deletion is still running then (a peer is
 gone), leaves at once with its exit status (`end_process`) instead of
 finalizing into an abort. A process that never makes a multi-process
@@ -34,7 +34,7 @@ _ITERATORS = []
 _ITERATORS_LOCK = threading.Lock()
 
 
-def deleting_iterators_aside(distributed):
+def deleting_iterators_aside(distributed, strategy):
     """The multi-process dataset, its iterators deleted on a thread of their own.
 
     Deleting an iterator of a `MultiWorkerMirroredStrategy` dataset waits
@@ -42,9 +42,11 @@ def deleting_iterators_aside(distributed):
     iterator on the training loop's thread, where the other processes would
     wait for this one; no option of tf.data or of the strategy removes the
     wait. So the iterators are kept here until only this module holds them,
-    then deleted on another thread (`release_unused_iterators`).
+    then deleted on another thread (`release_unused_iterators`). `strategy`
+    (the one that made `distributed`) is where the processes meet at exit.
     """
     internals.extend_iter_in_place(distributed, _kept_iterator)
+    _EXIT_BARRIERS["strategy"] = strategy
     install_exit_handler()
     return distributed
 
@@ -168,9 +170,9 @@ def finish_deletions(seconds=None):
     return not any(thread.is_alive() for thread in _DELETIONS)
 
 
-# Whether this process has multi-process iterators, and the exit barriers
-# it has passed (every process passes the same ones, in the same order).
-_EXIT_BARRIERS = {"needed": False, "count": 0}
+# Whether this process has multi-process iterators, and the strategy whose
+# processes meet at exit.
+_EXIT_BARRIERS = {"needed": False, "strategy": None}
 
 
 def _wait_for_peers(seconds):
@@ -178,15 +180,28 @@ def _wait_for_peers(seconds):
 
     A process should not leave while a peer still deletes
     (docs/design/notes.md). (A deletion can outlast the wait even so;
-    `end_process` then leaves without finalizing.)
-    The barrier is TensorFlow's coordination service's
-    (`internals.wait_at_barrier`). A lost peer fails it, or it times out:
-    either way the process goes on ending.
+    `end_process` then leaves without finalizing.) The processes meet in
+    one all-reduce of their strategy's, bounded by the time-out of
+    `tf.distribute.experimental.CommunicationOptions`: it ends when every
+    process has reached it. A lost peer fails it, or it times out: either
+    way the process goes on ending (a timed-out collective leaves the
+    strategy unusable, which no longer matters here).
     """
-    _EXIT_BARRIERS["count"] += 1
+    import tensorflow as tf
+
+    strategy = _EXIT_BARRIERS["strategy"]
+    if strategy is None:
+        return
+    # Zero would mean no time-out at all.
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=max(seconds, 0.1)
+    )
     try:
-        internals.wait_at_barrier(
-            f"keras_tpugan_exit_{_EXIT_BARRIERS['count']}", seconds
+        here = strategy.experimental_distribute_values_from_function(
+            lambda _: tf.constant(1.0)
+        )
+        strategy.extended.reduce_to(
+            tf.distribute.ReduceOp.SUM, here, destinations="/cpu:0", options=options
         )
     except Exception as e:  # a lost peer, a time-out: the exit goes on
         logger.info("exit barrier not passed: %s", e)

@@ -91,7 +91,7 @@ def shard_over_processes(dataset, strategy=None):
         return part.rebatch(per_replica) if per_replica != size else part
 
     return deleting_iterators_aside(
-        strategy.distribute_datasets_from_function(process_part)
+        strategy.distribute_datasets_from_function(process_part), strategy
     )
 
 
