@@ -40,6 +40,60 @@ def test_sample_grid_every_n_epochs_and_one_row_per_class(tmp_path):
     assert (width, height) == (3 * 30 + 2, 2 * 30 + 2)  # 2 classes x 3 columns
 
 
+def test_sample_grid_on_a_schedule_in_images_seen(tmp_path):
+    gan = tiny_gan()
+    grid = ktg.callbacks.SampleGrid(
+        tmp_path, num_images=4, every_n_images=10, global_batch_size=4, gif=False
+    )
+    ds = batches(random_images(8), 4)  # 2 steps of 4 images an epoch
+    gan.fit(ds, epochs=3, verbose=0, callbacks=[grid])
+    # 10 and 20 images are first reached at steps 3 (mid-epoch) and 5; the
+    # last epoch (24 images) was not on the schedule: drawn at its end.
+    names = ["images_000000012.png", "images_000000020.png", "epoch_0003.png"]
+    assert [os.path.basename(p) for p in grid.saved] == names
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    # Resumed from the steps trained: 30 images come at step 8 (32), the
+    # end of the run, so no second grid is drawn there.
+    gan.fit(ds, epochs=4, initial_epoch=3, verbose=0, callbacks=[grid])
+    assert [os.path.basename(p) for p in grid.saved] == ["images_000000032.png"]
+    with pytest.raises(ValueError, match="global_batch_size"):
+        ktg.callbacks.SampleGrid(tmp_path, every_n_images=100)
+
+
+def test_image_schedules_count_every_step_of_a_multi_step_execution(
+    tmp_path, classifier_dir
+):
+    gan = tiny_gan(compile_kwargs={"steps_per_execution": 2})
+    grid = ktg.callbacks.SampleGrid(
+        tmp_path, num_images=4, every_n_images=6, global_batch_size=4, gif=False
+    )
+    quality = tiny_quality(classifier_dir, every_n_images=6, global_batch_size=4)
+    ds = batches(random_images(8), 4)
+    # Keras calls the batch hooks once per 2 steps (batch index 1 each epoch).
+    gan.fit(ds, epochs=3, verbose=0, callbacks=[grid, quality])
+    assert int(keras.ops.convert_to_numpy(gan.step_counter)) == 6
+    names = [f"images_{n:09d}.png" for n in (8, 16, 24)]
+    assert [os.path.basename(p) for p in grid.saved] == names
+    assert [r["images"] for r in quality.records] == [8, 16, 24]
+
+
+def test_an_image_schedule_is_due_once_per_multiple_reached():
+    schedule = ktg.callbacks.ImageSchedule(every_n_images=1000, global_batch_size=256)
+    schedule.start(steps=0)
+    due = [schedule.batch_end(batch) for batch in range(8)]
+    assert [b + 1 for b, d in enumerate(due) if d] == [4, 8]
+    assert schedule.images == 2048
+    schedule.start(steps=11)  # resumed: 2,816 images; 3,000 next
+    schedule.epoch_begin()
+    assert [schedule.batch_end(b) for b in (0, 2)] == [True, False]
+    assert schedule.steps == 14
+    for bad in (0, None, 2.5, True):
+        with pytest.raises(ValueError, match="Expected every_n_images >= 1"):
+            ktg.callbacks.ImageSchedule(every_n_images=bad, global_batch_size=4)
+    with pytest.raises(ValueError, match="global_batch_size=None"):
+        ktg.callbacks.ImageSchedule(every_n_images=10, global_batch_size=None)
+
+
 def test_loss_curves_write_csv_and_png(tmp_path):
     gan = tiny_gan()
     curves = ktg.callbacks.LossCurves(tmp_path)

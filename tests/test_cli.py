@@ -456,12 +456,16 @@ def test_train_on_the_jax_backend_from_a_tensorflow_process(tmp_path, classifier
     argv = ["train", "--backend", "jax", "--preset", "smoke"]
     argv += ["--set", "batch_size=128", "--set", "width=8", "--set", "latent_dim=8"]
     argv += ["--set", "quality_every=0", "--set", "validation_split=none"]
+    argv += ["--set", "sample_every_images=2000"]
     argv += ["--out", str(out), "--quiet"]
     assert cli.main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["backend"] == "jax" and summary["strategy"] == "DataParallel"
     assert np.isfinite(summary["final"]["g_loss"])
-    assert (out / "samples" / "epoch_0001.png").exists()
+    # 31 steps of 128: a grid at 2,048 images (step 16), and the epoch's end.
+    assert summary["sample_every_images"] == 2000
+    pngs = sorted(p.name for p in (out / "samples").glob("*.png"))
+    assert pngs == ["epoch_0001.png", "images_000002048.png"]
     # The generator it saved samples here, on TensorFlow.
     grid = tmp_path / "grid.png"
     assert (

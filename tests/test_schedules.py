@@ -283,9 +283,9 @@ def test_grids_that_would_exceed_their_share_of_the_time_are_skipped(
     monkeypatch.setattr(training_clock.time, "perf_counter", clock)
 
     class Costly(ktg.callbacks.SampleGrid):
-        def _draw(self, epoch):
+        def _draw(self, name, step):
             clock.now += 3.0
-            super()._draw(epoch)
+            super()._draw(name, step)
 
     grid = Costly(tmp_path, num_images=4, show=False, max_share=0.25)
     tiny_gan().fit(

@@ -11,6 +11,7 @@ import keras
 from keras_tpugan import data as data_lib
 from keras_tpugan import distribute, metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
+from keras_tpugan.callbacks.image_schedule import ImageSchedule
 from keras_tpugan.callbacks.quality_reference import (
     UnlabelledDataError,
     fid_reference_features,
@@ -172,14 +173,9 @@ class QualityMetrics(GANCallback):
                 f", features={features!r}."
             )
         self.own_classifier = classifier
-        if every_n_images is not None and (
-            int(every_n_images) < 1 or not global_batch_size
-        ):
-            raise ValueError(
-                "Expected every_n_images >= 1 with the global_batch_size (images "
-                f"per step). Received: every_n_images={every_n_images}, "
-                f"global_batch_size={global_batch_size}."
-            )
+        self._schedule = None
+        if every_n_images is not None:
+            self._schedule = ImageSchedule(every_n_images, global_batch_size)
         self.every_n_images = every_n_images
         self.global_batch_size = global_batch_size
         self.records = []
@@ -353,9 +349,8 @@ class QualityMetrics(GANCallback):
         self._clock = TrainingClock()
         self._latest = None
         self._share = ScoringShare(self.max_share)
-        if self.every_n_images:
-            done = self._steps * self.global_batch_size // self.every_n_images
-            self._next_images = (done + 1) * self.every_n_images
+        if self._schedule is not None:
+            self._schedule.start(self._steps)
         shape = tuple(self.model.generator.output_shape[1:])
         if self.own_classifier is not None:
             expected = tuple(self.own_classifier.inputs[0].shape[1:])
@@ -430,15 +425,15 @@ class QualityMetrics(GANCallback):
             return self.fid_network().features(images), None
         return metrics.classifier_outputs(self.classifier, images)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._schedule is not None:
+            self._schedule.epoch_begin()
+
     def on_train_batch_end(self, batch, logs=None):  # with every_n_images only
-        self._steps += 1
-        if self._steps * self.global_batch_size >= self._next_images:
-            if self._within_share():
-                self._latest = self._score_and_record()
-            images = self._steps * self.global_batch_size
-            self._next_images = (images // self.every_n_images + 1) * (
-                self.every_n_images
-            )
+        due = self._schedule.batch_end(batch)
+        self._steps = self._schedule.steps
+        if due and self._within_share():
+            self._latest = self._score_and_record()
 
     def on_test_begin(self, logs=None):
         self._clock.pause()

@@ -142,11 +142,13 @@ class TrainConfig:
     heartbeat_timeout_seconds: float = 30.0
     # Reproducibility: seeds the weights, the latents and the shuffling.
     seed: int = 0
-    # Outputs: images per sample grid, and a grid every N epochs; the whole
-    # GAN saved (snapshots/gan_epoch_NNNN.keras) every N epochs and at the
-    # end (0: at the end only).
+    # Outputs: images per sample grid, and a grid every N epochs (or every N
+    # images seen, mid-epoch too; None: by epochs); the whole GAN saved
+    # (snapshots/gan_epoch_NNNN.keras) every N epochs and at the end (0: at
+    # the end only).
     num_samples: int = 64
     sample_every: int = 1
+    sample_every_images: int | None = None
     snapshot_every: int = 10
     # At most about this share of the training time drawing sample grids:
     # a scheduled grid is skipped when the training since the last one is

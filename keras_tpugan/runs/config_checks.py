@@ -86,12 +86,12 @@ def check_config(config):
                 f"Expected {name} >= 0 (0: every epoch). Received: "
                 f"{name}={getattr(config, name)}."
             )
-    every = config.validation_every_images
-    if every is not None and every < 1:
-        raise ValueError(
-            "Expected validation_every_images >= 1, or None (every epoch). "
-            f"Received: {config.validation_every_images}."
-        )
+    for name in ("validation_every_images", "sample_every_images"):
+        every = getattr(config, name)
+        if every is not None and every < 1:
+            raise ValueError(
+                f"Expected {name} >= 1, or None (by epochs). Received: {every}."
+            )
     for name in ("start_timeout_seconds", "heartbeat_timeout_seconds"):
         if getattr(config, name) <= 0:
             raise ValueError(

@@ -67,6 +67,7 @@ SETTINGS_HELP = {
     "seed": "seeds the weights, the latents and the shuffling",
     "num_samples": "images per sample grid",
     "sample_every": "a sample grid every N epochs",
+    "sample_every_images": "or a grid every N images seen (none: by epochs)",
     "snapshot_every": "save the whole GAN every N epochs and at the end (0: end only)",
     "sample_max_share": "skip a grid that would spend over this share of the time",
     "backup_minutes": "back up every N minutes, mid-epoch too (0: each epoch end)",

@@ -183,6 +183,8 @@ def train(
         num_images=config.num_samples,
         seed=config.seed,
         max_share=config.sample_max_share,
+        every_n_images=config.sample_every_images,
+        global_batch_size=config.batch_size,
     )
     fit_callbacks = [
         *extend,
@@ -260,6 +262,7 @@ def train(
         "validation_epochs": validation_epochs if run.validation else None,
         "curves_every_seconds": config.curves_every_seconds,
         "quality_max_share": run_scoring.quality_max_share(config),
+        "sample_every_images": config.sample_every_images,
         "sample_max_share": config.sample_max_share,
         "samples_skipped": grid.skipped,
         "ema_decay": config.ema_decay,
