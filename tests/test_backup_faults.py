@@ -127,15 +127,31 @@ def test_both_backups_damaged_is_one_error_naming_the_newest(three_epochs, tmp_p
 
 def _other_process_holds(monkeypatch, count, whole):
     """Stands for a second process whose backups are `count` folders, of
-    which the epochs `whole` are whole: `every_process_ints` returns this
-    process's list and that one."""
+    which those of the epochs `whole` (at their ends) are whole:
+    `every_process_ints` returns this process's list and that one, each the
+    count and then the whole points, an (epoch, batch) pair each."""
 
     def every_process_ints(values, width, strategy=None):
-        return [list(values)[:width], [count, *whole]]
+        points = [n for epoch in whole for n in (epoch, 0)]
+        return [list(values)[:width], [count, *points][:width]]
 
     monkeypatch.setattr(
         timed_backup.distribute, "every_process_ints", every_process_ints
     )
+
+
+def test_a_record_whose_epoch_means_are_not_numbers_is_damaged(three_epochs, tmp_path):
+    backup_dir, _ = three_epochs
+    copy = _copy(backup_dir, tmp_path)
+    folder = os.path.join(copy, "epoch_000003")
+    path = os.path.join(folder, timed_backup.RECORD)
+    record = json.load(open(path))
+    assert timed_backup.check_backup(folder, 3) is None
+    json.dump({**record, "means": {"d_loss": 0.5, "g_loss": 1.25}}, open(path, "w"))
+    assert timed_backup.check_backup(folder, 3) is None
+    json.dump({**record, "means": {"d_loss": "0.5"}}, open(path, "w"))
+    reason = timed_backup.check_backup(folder, 3)
+    assert reason.startswith("state.json's epoch means are not numbers: ")
 
 
 def test_processes_resume_from_the_newest_epoch_every_one_has_whole(
@@ -163,14 +179,16 @@ def test_the_chiefs_clock_decides_when_every_process_backs_up(tmp_path, monkeypa
 
     def chief_values(values, strategy=None):
         asked.append(values)
-        return {"due": 1.0}  # the chief's clock: due at every epoch
+        return {**values, "due": 1.0}  # the chief's clock: due at every epoch
 
     monkeypatch.setattr(timed_backup.distribute, "chief_values", chief_values)
     backup = TimedBackup(str(tmp_path / "backup"), minutes=60)
     tiny_gan().fit(
         batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[backup]
     )
-    assert asked == [{"due": False}] * 3  # this process's clock: not yet
+    # This process's clock: not yet; and one process plans no batches (its
+    # clock decides those).
+    assert asked == [{"due": False, "first": 0, "every": 0}] * 3
     assert [epoch for epoch, _, _ in backup.backups()] == [3, 2]
 
 

@@ -199,9 +199,16 @@ def test_two_processes_one_killed_and_restarted_end_as_one_process_does(
         "[rank 0] keras-tpugan: error: lost process 1 of 2: it stopped answering"
     ), text[-3000:]
     assert not any("Check failure stack trace" in line for line in rank0)
-    # Started again on the same run folder (each process's backup in it), it
-    # resumes from the end of epoch 0 and ends where one process did.
+    # Both processes backed up in the middle of epoch 1, at the batches the
+    # chief planned from epoch 0's pace (every batch, for this backup
+    # interval of 60 microseconds).
     assert sorted(os.listdir(two / "backup")) == ["process_0", "process_1"]
+    for rank in (0, 1):
+        kept = os.listdir(two / "backup" / f"process_{rank}")
+        assert any(name.startswith("epoch_000001_batch_") for name in kept), kept
+    # Started again on the same run folder (each process's backup in it), it
+    # resumes in the middle of epoch 1, at a point both processes hold whole,
+    # and ends where one process did.
     status, lines = _launch([WORKER, str(two)])
     assert status == 0, "\n".join(lines[-30:])
     for rank in (0, 1):
@@ -212,6 +219,8 @@ def test_two_processes_one_killed_and_restarted_end_as_one_process_does(
     assert [s["replicas"] for s in summaries] == [1, 2]
     assert summaries[1]["batch_size"] == 256 and summaries[1]["epochs"] == 2
     assert summaries[1]["resumed_at_epoch"] == 1
+    # Killed after 3 batches of epoch 1: the newest point both hold whole.
+    assert summaries[1]["resumed_at_batch"] in (1, 2, 3)
     assert summaries[0]["xla"] and summaries[1]["xla"]
     # On JAX two CPU processes sum each update's gradients as one buffer.
     assert [s["flat_all_reduce"] for s in summaries] == [False, BACKEND == "jax"]

@@ -2,6 +2,7 @@
 seen, the curves redrawn at most every few seconds, the quality scores
 within their share of the time."""
 
+import csv
 import json
 import os
 
@@ -30,7 +31,10 @@ class _Clock:
 class _Advance(keras.callbacks.Callback):
     """Moves the clock by `seconds[epoch]` at the end of each epoch (before
     the backup's callback looks at it), or by `per_batch` seconds at the end
-    of each batch."""
+    of each batch. `GAN.fit` runs it first (`log_order`), before the
+    backup's callback."""
+
+    log_order = -2
 
     def __init__(self, clock, seconds=None, per_batch=0.0):
         super().__init__()
@@ -118,9 +122,9 @@ def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypat
     written = []
     start_backup = timed_backup.start_backup
 
-    def spy(model, backup_dir, epoch, batch=0):
+    def spy(model, backup_dir, epoch, batch=0, means=None):
         written.append((epoch, batch))
-        return start_backup(model, backup_dir, epoch, batch)
+        return start_backup(model, backup_dir, epoch, batch, means)
 
     monkeypatch.setattr(timed_backup, "start_backup", spy)
     backup_dir = str(tmp_path / "backup")
@@ -416,6 +420,20 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     assert summary["epochs_completed"] == 3
     history = (tmp_path / "run" / "history.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3"]
+    # The resumed epoch logs the whole epoch's means (its first 7 batches'
+    # from the backup's record), as the uninterrupted run did.
+    rows = {}
+    for name in ("whole", "run"):
+        with open(tmp_path / name / "history.csv") as f:
+            rows[name] = list(csv.DictReader(f))
+    for key in ("d_loss", "g_loss", "d_real", "d_fake", "loss"):
+        np.testing.assert_allclose(
+            [float(row[key]) for row in rows["run"]],
+            [float(row[key]) for row in rows["whole"]],
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=key,
+        )
     whole, resumed = (
         keras.saving.load_model(tmp_path / name / "generator.keras").get_weights()
         for name in ("whole", "run")

@@ -1,6 +1,7 @@
 """`TimedBackup`: the run's backup for `--resume`, on the clock, written whole."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -17,16 +18,19 @@ from keras_tpugan.whole_files import file_sha256
 WEIGHTS = "gan.weights.h5"
 RECORD = "state.json"
 _FOLDER = re.compile(r"epoch_(\d+)(?:_batch_(\d+))?")
+# The newest whole backups each process tells the others it holds, to agree
+# on where to resume (two are kept; a third may be left by a kill).
+_SHARED_POINTS = 3
 
 
 class TimedBackup(keras.callbacks.Callback):
     """The run's backup, on the clock: restored before training, written whole.
 
     It backs up when `minutes` of training have passed since its last
-    backup: at the end of an epoch, or in the middle of one (in a run of
-    one process), so that a run killed at any point loses at most about
-    `minutes` of training, however long its epochs. With 0 it backs up at
-    every epoch's end, never mid-epoch. It also backs up at the end of
+    backup: at the end of an epoch, or in the middle of one, so that a run
+    killed at any point loses at most about `minutes` of training, however
+    long its epochs. With 0 it backs up at every epoch's end, never
+    mid-epoch. It also backs up at the end of
     training when the last epochs were not backed up (a run stopped by its
     time budget resumes from where it stopped). A backup is written at the
     start of the next batch or epoch, after every callback has done its work
@@ -39,8 +43,9 @@ class TimedBackup(keras.callbacks.Callback):
     EMA generator, the step counter that keys the latents) and a record
     written last (`state.json`: the epoch, the batch and the weights file's
     SHA-256). The folder is built under a temporary name and renamed into
-    place, and the two newest are kept, so a kill or a full disk at any
-    moment leaves the last whole backup as it was. The weights are read on
+    place, and the two newest are kept (three with several processes), so
+    a kill or a full disk at any moment leaves the last whole backup as it
+    was. The weights are read on
     the training thread, between two steps; their checksum, the record and
     the rename are done on a thread of their own while training goes on.
     The next backup and the end of training wait for that write, and raise
@@ -64,10 +69,13 @@ class TimedBackup(keras.callbacks.Callback):
     rest (`runs.fit_parts.fit_in_parts`: one session for the callbacks).
 
     In a run of several processes each process keeps its own backups
-    (`backup_dir` differs), at epoch ends only, and they stay in step: the
-    chief's clock decides when all of them back up, and a resume takes the
-    newest epoch that every process has whole, so no process resumes from
-    an epoch another lacks.
+    (`backup_dir` differs), and they stay in step: the chief's clock
+    decides when all of them back up, and a resume takes the newest point
+    that every process has whole, so no process resumes from a point
+    another lacks. Mid-epoch they back up at batches the chief plans at
+    each epoch's end from its steps' pace (the one agreement an epoch, not
+    one a step), so not in the first epoch of a `fit`, whose pace is not
+    known yet.
 
     Args:
         backup_dir: The folder of the backups (created at the first one).
@@ -84,6 +92,11 @@ class TimedBackup(keras.callbacks.Callback):
     gan.fit(dataset, epochs=30, initial_epoch=start, callbacks=[backup])
     ```
     """
+
+    # `GAN.fit` runs it before the callbacks that read or add to the logs:
+    # the weights are restored before any callback reads the step counter,
+    # and a resumed epoch's logs are joined before any callback sees them.
+    log_order = -1
 
     def __init__(self, backup_dir, minutes, strategy=None):
         super().__init__()
@@ -133,17 +146,16 @@ class TimedBackup(keras.callbacks.Callback):
         ]
         whole = [(e, b) for e, b, _, reason in checked if reason is None]
         # What every process holds (here, one list per process; at once
-        # with one process), so that all of them take the same decision.
-        # Several processes back up at epoch ends only.
+        # with one process), so that all of them take the same decision:
+        # the newest whole points, an (epoch, batch) pair each.
         held = distribute.every_process_ints(
-            [len(checked), *(e for e, b in whole if not b)],
-            width=8,
+            [len(checked), *(n for point in whole[:_SHARED_POINTS] for n in point)],
+            width=1 + 2 * _SHARED_POINTS,
             strategy=self.strategy,
         )
-        epochs = set(e for e, b in whole if not b).intersection(*(h[1:] for h in held))
-        shared = {(e, 0) for e in epochs}
-        if len(held) == 1:
-            shared.update(whole)
+        shared = set(whole).intersection(
+            *(set(zip(h[1::2], h[2::2], strict=True)) for h in held)
+        )
         if shared:
             point = max(shared)
             folder = next(f for e, b, f, _ in checked if (e, b) == point)
@@ -179,8 +191,12 @@ class TimedBackup(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         # The batches of this fit's first epoch trained before it began.
         self._offset = 0
+        self._means_before = None
         if self._restore_from is not None:
             self.model.load_weights(os.path.join(self._restore_from, WEIGHTS))
+            if self.restored_batch:  # the means of the epoch's first batches
+                self._means_before = _record(self._restore_from).get("means")
+                self._steps_at_resume = self._steps()
             # A second fit (the rest of the run after a resumed epoch's
             # remaining batches) goes on from the weights in memory.
             self._restore_from, self._offset = None, self.restored_batch
@@ -190,11 +206,19 @@ class TimedBackup(keras.callbacks.Callback):
             if placement is not None
             else distribute.process_count(self.strategy)
         )
-        self._mid_epoch = bool(self.minutes) and processes == 1
+        self._mid_epoch = bool(self.minutes)
+        self._one_process = processes == 1
+        # The newest backups kept: two, or with several processes three (a
+        # process may write one more before it learns a peer was lost, and
+        # they must still hold a point in common).
+        self._kept = 2 if self._one_process else 3
         self._backed_up_at = time.monotonic()
         # (epochs, batches) trained, backed up, and to back up as the next
         # epoch begins.
         self._ended = self._backed_up = self._due = None
+        # Several processes: the chief's planned batches of the next epoch
+        # to back up at, `(first, every)` (0: none), and its steps' pace.
+        self._plan = self._next_plan = (0, 0)
 
     def on_epoch_begin(self, epoch, logs=None):
         # The epoch before is backed up now, once every callback has written
@@ -202,20 +226,88 @@ class TimedBackup(keras.callbacks.Callback):
         if self._due:
             self._back_up(*self._due)
         self._epoch = epoch
+        self._plan, self._next_plan = self._next_plan, (0, 0)
+        self._first_batch = self._last_batch = None
 
     def on_train_batch_begin(self, batch, logs=None):
         # Checked as a batch begins, once every callback has done its work
         # for the batch before; no batch-end hook, which would keep Keras
         # from dispatching the steps ahead of their logs.
-        if self._mid_epoch and batch and self._elapsed() >= self.minutes * 60:
+        if not self._mid_epoch:
+            return
+        now = time.monotonic()
+        if not batch:  # (the pace is timed from the second batch: the
+            return  # first may wait for the data or a compile)
+        if self._first_batch is None:
+            self._first_batch = (batch, now)
+        self._last_batch = (batch, now)
+        if self._one_process:
+            due = now - self._backed_up_at >= self.minutes * 60
+        else:  # every process at the batches the chief planned
+            first, every = self._plan
+            due = bool(first) and batch >= first and (batch - first) % every == 0
+        if due:
             self._back_up(self._epoch, self._offset + batch)
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._means_before is not None and logs is not None:
+            self._join_means(logs)
+        self._means_before = None
         self._ended, self._offset = (epoch + 1, 0), 0
         due = self._elapsed() >= self.minutes * 60
         if self.minutes:  # the chief's clock decides, in every process
-            due = bool(distribute.chief_values({"due": due}, self.strategy)["due"])
+            plan = self._planned(due)
+            agreed = distribute.chief_values(
+                {"due": due, "first": plan[0], "every": plan[1]}, self.strategy
+            )
+            due = bool(agreed["due"])
+            self._next_plan = (int(agreed["first"]), int(agreed["every"]))
         self._due = self._ended if due else None
+
+    def _join_means(self, logs):
+        """A resumed epoch's logs, as the whole epoch's: each tracker's mean
+        over the batches before the backup (its record's) and after."""
+        before = self.restored_batch
+        after = self._steps() - self._steps_at_resume
+        if after < 1:
+            return
+        for name, mean in self._means_before.items():
+            if name in logs:
+                logs[name] = (mean * before + float(logs[name]) * after) / (
+                    before + after
+                )
+        if "loss" in logs:  # the GAN's `loss`, the sum of two of them
+            self.model.with_total_loss(logs)
+
+    def _steps(self):
+        return int(keras.ops.convert_to_numpy(self.model.step_counter))
+
+    def _running_means(self):
+        """The epoch's running means of the model's trackers (what `fit`
+        logs), for a backup in the middle of an epoch."""
+        means = {}
+        for name, value in self.model.get_metrics_result().items():
+            try:
+                means[name] = float(value)
+            except (TypeError, ValueError):  # not a scalar: not joined
+                pass
+        return means
+
+    def _planned(self, due):
+        """The batches of the next epoch to back up at, `(first, every)`,
+        from this epoch's pace ((0, 0): none; one process: its clock)."""
+        if self._one_process or self._first_batch is None:
+            return (0, 0)
+        (b0, t0), (b1, t1) = self._first_batch, self._last_batch
+        if b1 <= b0 or t1 <= t0:
+            return (0, 0)
+        per_batch = (t1 - t0) / (b1 - b0)
+        interval = self.minutes * 60
+        left = interval if due else interval - self._elapsed()
+        return (
+            max(1, math.ceil(left / per_batch)),
+            max(1, math.ceil(interval / per_batch)),
+        )
 
     def on_train_end(self, logs=None):
         if self._ended is not None and self._ended != self._backed_up:
@@ -227,7 +319,8 @@ class TimedBackup(keras.callbacks.Callback):
 
     def _back_up(self, epoch, batch):
         self.wait()  # the write before: whole, or its error raised here
-        pending = start_backup(self.model, self.backup_dir, epoch, batch)
+        means = self._running_means() if batch else None
+        pending = start_backup(self.model, self.backup_dir, epoch, batch, means)
         self._writing = threading.Thread(
             target=self._finish, args=(pending,), name="keras-tpugan-backup"
         )
@@ -238,7 +331,7 @@ class TimedBackup(keras.callbacks.Callback):
     def _finish(self, pending):
         try:
             finish_backup(pending)
-            for *_, older in self.backups()[2:]:  # the two newest are kept
+            for *_, older in self.backups()[self._kept :]:
                 shutil.rmtree(older, ignore_errors=True)
         except BaseException as e:  # raised on the training thread by `wait`
             self._failed = e
@@ -281,9 +374,10 @@ def write_backup(model, backup_dir, epoch, batch=0):
     return finish_backup(start_backup(model, backup_dir, epoch, batch))
 
 
-def start_backup(model, backup_dir, epoch, batch=0):
+def start_backup(model, backup_dir, epoch, batch=0, means=None):
     """The first half of `write_backup`: `model`'s weights into a temporary
-    folder of `backup_dir`.
+    folder of `backup_dir`. `means` (a dict of floats), the epoch's running
+    means so far, goes into the record of a backup from the middle of one.
 
     Returns:
         The pending backup, for `finish_backup`.
@@ -298,7 +392,7 @@ def start_backup(model, backup_dir, epoch, batch=0):
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return (partial, os.path.join(backup_dir, name), epoch, batch)
+    return (partial, os.path.join(backup_dir, name), epoch, batch, means)
 
 
 def finish_backup(pending):
@@ -308,10 +402,12 @@ def finish_backup(pending):
     Returns:
         The backup's folder.
     """
-    partial, final, epoch, batch = pending
+    partial, final, epoch, batch, means = pending
     try:
         weights = os.path.join(partial, WEIGHTS)
         record = {"epoch": epoch, "batch": batch, "sha256": file_sha256(weights)}
+        if means is not None:
+            record["means"] = means
         with open(os.path.join(partial, RECORD), "w") as f:
             json.dump(record, f)
             f.flush()
@@ -350,4 +446,15 @@ def check_backup(folder, epoch, batch=0):
         return f"{WEIGHTS} unreadable, {type(e).__name__}: {e.strerror or e}"
     if digest != record.get("sha256"):
         return f"{WEIGHTS} differs from the checksum in {RECORD} (torn or changed)"
+    means = record.get("means", {})
+    if not isinstance(means, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in means.values()
+    ):
+        return f"{RECORD}'s epoch means are not numbers: {means!r:.80}"
     return None
+
+
+def _record(folder):
+    """The record of the backup in `folder` (checked by `check_backup`)."""
+    with open(os.path.join(folder, RECORD)) as f:
+        return json.load(f)

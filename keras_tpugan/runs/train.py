@@ -60,11 +60,11 @@ def train(
     training time; the summary's `final_fid_skipped` says why not).
 
     A run can be killed at any point and continued: every
-    `config.backup_minutes` of training (in the middle of an epoch too, with
-    one process; at epoch ends with several), and when the run stops early,
-    `TimedBackup` saves the whole GAN (both networks, both optimizers, the
-    EMA generator, the step counter that keys the latents) under `backup/`,
-    whole or not at all, keeping the two newest; and `resume=True`
+    `config.backup_minutes` of training (in the middle of an epoch too),
+    and when the run stops early, `TimedBackup` saves the whole GAN (both
+    networks, both optimizers, the EMA generator, the step counter that
+    keys the latents) under `backup/`, whole or not at all, keeping the
+    newest; and `resume=True`
     continues from the newest whole backup (a damaged newer one is named in
     a warning) with the weights an uninterrupted run would have: from the
     middle of an epoch, that epoch's remaining batches are fitted first,
