@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import batches, random_images, tiny_gan
 
-from keras_tpugan.runs import timed_backup
+from keras_tpugan.runs import backup_files, timed_backup
 from keras_tpugan.runs.timed_backup import TimedBackup
 
 pytestmark = pytest.mark.both_backends
@@ -88,7 +88,7 @@ def test_a_damaged_newest_backup_falls_back_to_the_older_one(
 ):
     backup_dir, after = three_epochs
     copy = _copy(backup_dir, tmp_path)
-    name = timed_backup.WEIGHTS if "weights" in damage else timed_backup.RECORD
+    name = backup_files.WEIGHTS if "weights" in damage else backup_files.RECORD
     path = os.path.join(copy, "epoch_000003", name)
     data = open(path, "rb").read()
     if "truncated" in damage:
@@ -116,7 +116,7 @@ def test_both_backups_damaged_is_one_error_naming_the_newest(three_epochs, tmp_p
     backup_dir, _ = three_epochs
     copy = _copy(backup_dir, tmp_path)
     for epoch in ("epoch_000002", "epoch_000003"):
-        open(os.path.join(copy, epoch, timed_backup.RECORD), "w").write('{"epoch')
+        open(os.path.join(copy, epoch, backup_files.RECORD), "w").write('{"epoch')
     with pytest.raises(ValueError) as raised:
         TimedBackup(copy, minutes=0).restore_epoch()
     message = str(raised.value)
@@ -144,13 +144,13 @@ def test_a_record_whose_epoch_means_are_not_numbers_is_damaged(three_epochs, tmp
     backup_dir, _ = three_epochs
     copy = _copy(backup_dir, tmp_path)
     folder = os.path.join(copy, "epoch_000003")
-    path = os.path.join(folder, timed_backup.RECORD)
+    path = os.path.join(folder, backup_files.RECORD)
     record = json.load(open(path))
-    assert timed_backup.check_backup(folder, 3) is None
+    assert backup_files.check_backup(folder, 3) is None
     json.dump({**record, "means": {"d_loss": 0.5, "g_loss": 1.25}}, open(path, "w"))
-    assert timed_backup.check_backup(folder, 3) is None
+    assert backup_files.check_backup(folder, 3) is None
     json.dump({**record, "means": {"d_loss": "0.5"}}, open(path, "w"))
-    reason = timed_backup.check_backup(folder, 3)
+    reason = backup_files.check_backup(folder, 3)
     assert reason.startswith("state.json's epoch means are not numbers: ")
 
 
@@ -210,7 +210,7 @@ def test_a_write_killed_at_any_point_leaves_the_last_backup_whole(
     gan.fit(batches(random_images(8), 4), epochs=1, verbose=0)
     save_weights, dump, rename = gan.save_weights, json.dump, os.rename
     # The test stands in for the kill: the write's own clean-up is not run.
-    monkeypatch.setattr(timed_backup.shutil, "rmtree", lambda *a, **k: None)
+    monkeypatch.setattr(backup_files.shutil, "rmtree", lambda *a, **k: None)
 
     def torn_weights(path):
         save_weights(path)
@@ -232,17 +232,17 @@ def test_a_write_killed_at_any_point_leaves_the_last_backup_whole(
 
     monkeypatch.setattr(gan, "save_weights", torn_weights)
     if point == "in the record":
-        monkeypatch.setattr(timed_backup.json, "dump", torn_record)
+        monkeypatch.setattr(backup_files.json, "dump", torn_record)
     if point == "at the rename":
-        monkeypatch.setattr(timed_backup.os, "rename", no_rename)
+        monkeypatch.setattr(backup_files.os, "rename", no_rename)
     with pytest.raises(_Killed):
-        timed_backup.write_backup(gan, copy, 4)
-    monkeypatch.setattr(timed_backup.json, "dump", dump)
-    monkeypatch.setattr(timed_backup.os, "rename", rename)
+        backup_files.write_backup(gan, copy, 4)
+    monkeypatch.setattr(backup_files.json, "dump", dump)
+    monkeypatch.setattr(backup_files.os, "rename", rename)
     # What a kill leaves (the write's temporary folder) is passed over.
     leftover = os.path.join(copy, ".epoch_000004.999.partial")
     os.makedirs(leftover)
-    open(os.path.join(leftover, timed_backup.WEIGHTS), "wb").write(b"\x89HDF")
+    open(os.path.join(leftover, backup_files.WEIGHTS), "wb").write(b"\x89HDF")
     backup = TimedBackup(copy, minutes=0)
     assert [epoch for epoch, _, _ in backup.backups()] == [3, 2]
     assert backup.restore_epoch() == 3
@@ -264,7 +264,7 @@ def test_a_full_disk_during_a_backup_leaves_the_last_one_whole(
 
     monkeypatch.setattr(gan, "save_weights", full)
     with pytest.raises(OSError, match="No space left on device"):
-        timed_backup.write_backup(gan, copy, 4)
+        backup_files.write_backup(gan, copy, 4)
     assert sorted(os.listdir(copy)) == ["epoch_000002", "epoch_000003"]
     backup = TimedBackup(copy, minutes=0)
     assert backup.restore_epoch() == 3
@@ -287,7 +287,7 @@ def test_a_backup_that_fails_in_the_background_is_reported_and_the_last_one_kept
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
         dump(record, f, **kwargs)
 
-    monkeypatch.setattr(timed_backup.json, "dump", full_at_epoch_2)
+    monkeypatch.setattr(backup_files.json, "dump", full_at_epoch_2)
     weights = _Weights()
     backup_dir = str(tmp_path / "backup")
     with pytest.raises(OSError, match="No space left on device"):
@@ -300,7 +300,7 @@ def test_a_backup_that_fails_in_the_background_is_reported_and_the_last_one_kept
     assert sorted(weights.after) == [1, 2, 3]  # epoch 3 trained meanwhile
     assert threads == ["keras-tpugan-backup"] * 2  # not the training thread
     assert os.listdir(backup_dir) == ["epoch_000001"]
-    monkeypatch.setattr(timed_backup.json, "dump", dump)
+    monkeypatch.setattr(backup_files.json, "dump", dump)
     backup = TimedBackup(backup_dir, minutes=0)
     assert backup.restore_epoch() == 1
     _same(_restored(backup, 1), weights.after[1])

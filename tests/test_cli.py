@@ -18,7 +18,7 @@ from PIL import Image
 import keras_tpugan as ktg
 from keras_tpugan import precision
 from keras_tpugan.cli import main as cli
-from keras_tpugan.runs import timed_backup
+from keras_tpugan.runs import backup_files, timed_backup
 
 
 @pytest.fixture(scope="module")
@@ -845,7 +845,7 @@ def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
         dump(payload, f, **kwargs)
 
-    monkeypatch.setattr(timed_backup.json, "dump", full_at_epoch_2)
+    monkeypatch.setattr(backup_files.json, "dump", full_at_epoch_2)
     run = tmp_path / "run"
     capsys.readouterr()
     assert cli.main([*argv, "--out", str(run)]) == 1
@@ -854,7 +854,7 @@ def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(
     assert "state.json': No space left on device (" in err and "MiB free there)" in err
     assert f"The traceback is in {run / 'error.log'}." in err
     assert "Traceback" in (run / "error.log").read_text()
-    monkeypatch.setattr(timed_backup.json, "dump", dump)
+    monkeypatch.setattr(backup_files.json, "dump", dump)
     left = timed_backup.TimedBackup(run / "backup", 0).backups()
     assert [(epoch, batch) for epoch, batch, _ in left] == [(1, 0)]
     elsewhere = tmp_path / "elsewhere"

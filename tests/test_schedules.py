@@ -8,7 +8,7 @@ import os
 
 import keras
 import pytest
-from conftest import batches, random_images, tiny_gan
+from conftest import batches, random_images, tiny_gan, tiny_quality
 
 import keras_tpugan as ktg
 from keras_tpugan.runs import timed_backup
@@ -161,6 +161,31 @@ def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypat
         ],
     )
     assert written == [(1, 0), (2, 0)]
+
+
+def test_a_resumed_fit_keeps_the_image_schedules(tmp_path, classifier_dir):
+    """The backup restores the step counter before the scores and grids
+    read it (`log_order`), so their schedules in images go on."""
+    backup_dir = str(tmp_path / "backup")
+    ds = batches(random_images(8), 4)  # 2 steps of 4 images an epoch
+    tiny_gan().fit(
+        ds, epochs=2, verbose=0, callbacks=[timed_backup.TimedBackup(backup_dir, 0)]
+    )
+    backup = timed_backup.TimedBackup(backup_dir, 0)
+    assert backup.restore_epoch() == 2
+    quality = tiny_quality(classifier_dir, every_n_images=6, global_batch_size=4)
+    grid = ktg.callbacks.SampleGrid(
+        tmp_path / "grids", num_images=4, every_n_images=6, global_batch_size=4
+    )
+    # Listed after them, the backup still runs first.
+    tiny_gan().fit(
+        ds, epochs=3, initial_epoch=2, verbose=0, callbacks=[quality, grid, backup]
+    )
+    # 16 images before; 18 is first reached at step 5 (20 images), 24 at 6.
+    assert [r["step"] for r in quality.records] == [5, 6]
+    assert [r["images"] for r in quality.records] == [20, 24]
+    names = [os.path.basename(p) for p in grid.saved]
+    assert names == ["images_000000020.png", "images_000000024.png"]
 
 
 def test_validation_runs_every_so_many_images_in_whole_epochs():

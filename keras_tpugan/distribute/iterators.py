@@ -187,11 +187,11 @@ def _wait_for_peers(seconds):
     way the process goes on ending (a timed-out collective leaves the
     strategy unusable, which no longer matters here).
     """
+    strategy = _EXIT_BARRIERS["strategy"]
+    if strategy is None:  # no multi-process dataset made (TensorFlow's)
+        return
     import tensorflow as tf
 
-    strategy = _EXIT_BARRIERS["strategy"]
-    if strategy is None:
-        return
     # Zero would mean no time-out at all.
     options = tf.distribute.experimental.CommunicationOptions(
         timeout_seconds=max(seconds, 0.1)

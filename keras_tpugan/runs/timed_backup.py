@@ -1,9 +1,7 @@
 """`TimedBackup`: the run's backup for `--resume`, on the clock, written whole."""
 
-import json
 import math
 import os
-import re
 import shutil
 import threading
 import time
@@ -12,12 +10,16 @@ import warnings
 import keras
 
 from keras_tpugan import distribute
-from keras_tpugan.whole_files import file_sha256
+from keras_tpugan.runs.backup_files import (
+    WEIGHTS,
+    backup_point,
+    check_backup,
+    finish_backup,
+    read_record,
+    start_backup,
+)
 
 # Each backup is a folder of the GAN's weights and its record, written last.
-WEIGHTS = "gan.weights.h5"
-RECORD = "state.json"
-_FOLDER = re.compile(r"epoch_(\d+)(?:_batch_(\d+))?")
 # The newest whole backups each process tells the others it holds, to agree
 # on where to resume (two are kept; a third may be left by a kill).
 _SHARED_POINTS = 3
@@ -114,13 +116,9 @@ class TimedBackup(keras.callbacks.Callback):
         if not os.path.isdir(self.backup_dir):
             return []
         found = [
-            (
-                int(match.group(1)),
-                int(match.group(2) or 0),
-                os.path.join(self.backup_dir, name),
-            )
+            (*point, os.path.join(self.backup_dir, name))
             for name in os.listdir(self.backup_dir)
-            if (match := _FOLDER.fullmatch(name))
+            if (point := backup_point(name))
         ]
         return sorted(found, reverse=True)
 
@@ -195,7 +193,7 @@ class TimedBackup(keras.callbacks.Callback):
         if self._restore_from is not None:
             self.model.load_weights(os.path.join(self._restore_from, WEIGHTS))
             if self.restored_batch:  # the means of the epoch's first batches
-                self._means_before = _record(self._restore_from).get("means")
+                self._means_before = read_record(self._restore_from).get("means")
                 self._steps_at_resume = self._steps()
             # A second fit (the rest of the run after a resumed epoch's
             # remaining batches) goes on from the weights in memory.
@@ -217,7 +215,7 @@ class TimedBackup(keras.callbacks.Callback):
         # epoch begins.
         self._ended = self._backed_up = self._due = None
         # Several processes: the chief's planned batches of the next epoch
-        # to back up at, `(first, every)` (0: none), and its steps' pace.
+        # to back up at, `(first, every)` (first 0: none).
         self._plan = self._next_plan = (0, 0)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -244,10 +242,20 @@ class TimedBackup(keras.callbacks.Callback):
         if self._one_process:
             due = now - self._backed_up_at >= self.minutes * 60
         else:  # every process at the batches the chief planned
-            first, every = self._plan
-            due = bool(first) and batch >= first and (batch - first) % every == 0
+            due = self._at_planned_batch(batch)
         if due:
             self._back_up(self._epoch, self._offset + batch)
+
+    def _at_planned_batch(self, batch):
+        """Whether to back up as `batch` begins, by the chief's plan (then
+        the plan moves on past it)."""
+        first, every = self._plan
+        if not first or batch < first:
+            return False
+        # The next one after this batch (with steps_per_execution > 1 the
+        # batches come several at a time).
+        self._plan = (first + ((batch - first) // every + 1) * every, every)
+        return True
 
     def on_epoch_end(self, epoch, logs=None):
         if self._means_before is not None and logs is not None:
@@ -350,111 +358,3 @@ class TimedBackup(keras.callbacks.Callback):
         failed, self._failed = self._failed, None
         if failed is not None:
             raise failed
-
-
-def backup_name(epoch, batch=0):
-    """The folder name of the backup after `epoch` epochs and `batch`
-    batches of the next."""
-    return f"epoch_{epoch:06d}" + (f"_batch_{batch:06d}" if batch else "")
-
-
-def write_backup(model, backup_dir, epoch, batch=0):
-    """Writes `model`'s weights as the backup after `epoch` epochs and
-    `batch` batches of the next, whole or not at all: into a temporary
-    folder (the weights, then the record with their checksum), renamed to
-    `backup_dir/epoch_NNNNNN` (`..._batch_BBBBBB`) once complete.
-
-    `TimedBackup` does it in two halves: `start_backup` on the training
-    thread (the weights, read between steps), `finish_backup` on a thread
-    of its own while training goes on.
-
-    Returns:
-        The backup's folder.
-    """
-    return finish_backup(start_backup(model, backup_dir, epoch, batch))
-
-
-def start_backup(model, backup_dir, epoch, batch=0, means=None):
-    """The first half of `write_backup`: `model`'s weights into a temporary
-    folder of `backup_dir`. `means` (a dict of floats), the epoch's running
-    means so far, goes into the record of a backup from the middle of one.
-
-    Returns:
-        The pending backup, for `finish_backup`.
-    """
-    os.makedirs(backup_dir, exist_ok=True)
-    name = backup_name(epoch, batch)
-    partial = os.path.join(backup_dir, f".{name}.{os.getpid()}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        os.makedirs(partial)
-        model.save_weights(os.path.join(partial, WEIGHTS))
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    return (partial, os.path.join(backup_dir, name), epoch, batch, means)
-
-
-def finish_backup(pending):
-    """The second half of `write_backup`, from any thread: the weights'
-    checksum, the record (written last, synced), the rename into place.
-
-    Returns:
-        The backup's folder.
-    """
-    partial, final, epoch, batch, means = pending
-    try:
-        weights = os.path.join(partial, WEIGHTS)
-        record = {"epoch": epoch, "batch": batch, "sha256": file_sha256(weights)}
-        if means is not None:
-            record["means"] = means
-        with open(os.path.join(partial, RECORD), "w") as f:
-            json.dump(record, f)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.isdir(final):  # the same point backed up again
-            shutil.rmtree(final)
-        os.rename(partial, final)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return final
-
-
-def check_backup(folder, epoch, batch=0):
-    """Why the backup in `folder` cannot be resumed from, or None when it is
-    whole: its record readable and of `epoch` and `batch`, its weights file
-    there with the checksum the record holds."""
-    try:
-        with open(os.path.join(folder, RECORD)) as f:
-            record = json.load(f)
-    except FileNotFoundError:
-        return f"no {RECORD}: its write did not finish"
-    except (OSError, ValueError) as e:
-        return f"{RECORD} unreadable, {type(e).__name__}: {e}"
-    point = (
-        (record.get("epoch"), record.get("batch", 0))
-        if isinstance(record, dict)
-        else None
-    )
-    if point != (epoch, batch):
-        where = f"epoch {epoch}" + (f", batch {batch}" if batch else "")
-        return f"{RECORD} is not the record of {where}: {record!r:.80}"
-    weights = os.path.join(folder, WEIGHTS)
-    try:
-        digest = file_sha256(weights)
-    except OSError as e:
-        return f"{WEIGHTS} unreadable, {type(e).__name__}: {e.strerror or e}"
-    if digest != record.get("sha256"):
-        return f"{WEIGHTS} differs from the checksum in {RECORD} (torn or changed)"
-    means = record.get("means", {})
-    if not isinstance(means, dict) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in means.values()
-    ):
-        return f"{RECORD}'s epoch means are not numbers: {means!r:.80}"
-    return None
-
-
-def _record(folder):
-    """The record of the backup in `folder` (checked by `check_backup`)."""
-    with open(os.path.join(folder, RECORD)) as f:
-        return json.load(f)
