@@ -258,6 +258,26 @@ def subprocess_env(**overrides):
     return env
 
 
+def assert_same_epoch_means(run, whole):
+    """The training means of every epoch in the `history.csv` of the run
+    folders `run` and `whole` agree (a resumed epoch's too), to 1e-5."""
+    import csv
+
+    rows = []
+    for folder in (run, whole):
+        with open(os.path.join(folder, "history.csv")) as f:
+            rows.append(list(csv.DictReader(f)))
+    assert len(rows[0]) == len(rows[1]) > 0
+    for key in ("d_loss", "g_loss", "d_real", "d_fake", "loss"):
+        np.testing.assert_allclose(
+            [float(row[key]) for row in rows[0]],
+            [float(row[key]) for row in rows[1]],
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=key,
+        )
+
+
 def numpy_weights(model):
     return [keras.ops.convert_to_numpy(w) for w in model.weights]
 

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import colour_folder, subprocess_env
+from conftest import assert_same_epoch_means, colour_folder, subprocess_env
 from PIL import Image
 
 import keras_tpugan as ktg
@@ -807,22 +807,12 @@ def test_a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_on
     _assert_same_state(tmp_path / "run", tmp_path / "whole")
     # Every epoch's row once: none lost before the backup that counts it,
     # none written twice by the epochs trained again after the kill.
-    rows = {}
     for out in ("run", "whole"):
         history = (tmp_path / out / "history.csv").read_text().splitlines()
         assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3", "4"]
-        with open(tmp_path / out / "history.csv") as f:
-            rows[out] = list(csv.DictReader(f))
     # The resumed epoch's row holds the whole epoch's means (those of the
     # batches before the kill from the backup's record), as without a kill.
-    for key in ("d_loss", "g_loss", "d_real", "d_fake", "loss"):
-        np.testing.assert_allclose(
-            [float(row[key]) for row in rows["run"]],
-            [float(row[key]) for row in rows["whole"]],
-            rtol=1e-5,
-            atol=1e-6,
-            err_msg=key,
-        )
+    assert_same_epoch_means(tmp_path / "run", tmp_path / "whole")
 
 
 def test_a_full_disk_is_one_line_and_the_last_backup_resumes_elsewhere(

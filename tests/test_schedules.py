@@ -2,13 +2,18 @@
 seen, the curves redrawn at most every few seconds, the quality scores
 within their share of the time."""
 
-import csv
 import json
 import os
 
 import keras
 import pytest
-from conftest import batches, random_images, tiny_gan, tiny_quality
+from conftest import (
+    assert_same_epoch_means,
+    batches,
+    random_images,
+    tiny_gan,
+    tiny_quality,
+)
 
 import keras_tpugan as ktg
 from keras_tpugan.runs import timed_backup
@@ -447,18 +452,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     assert [row.split(",")[0] for row in history[1:]] == ["1", "2", "3"]
     # The resumed epoch logs the whole epoch's means (its first 7 batches'
     # from the backup's record), as the uninterrupted run did.
-    rows = {}
-    for name in ("whole", "run"):
-        with open(tmp_path / name / "history.csv") as f:
-            rows[name] = list(csv.DictReader(f))
-    for key in ("d_loss", "g_loss", "d_real", "d_fake", "loss"):
-        np.testing.assert_allclose(
-            [float(row[key]) for row in rows["run"]],
-            [float(row[key]) for row in rows["whole"]],
-            rtol=1e-5,
-            atol=1e-6,
-            err_msg=key,
-        )
+    assert_same_epoch_means(tmp_path / "run", tmp_path / "whole")
     whole, resumed = (
         keras.saving.load_model(tmp_path / name / "generator.keras").get_weights()
         for name in ("whole", "run")
