@@ -1,9 +1,10 @@
 """`QualityMetrics`: FCD or FID, classifier score, KID, precision, recall.
 
-At about 550 lines it is over the package's 400: most of it is the class's
-documentation and its one schedule (epochs or images seen); the reference
-images and their classifier are in `quality_reference`, the clock in
-`training_clock`, the share of the time scoring in `scoring_share`.
+At about 540 lines it is over the package's 400: most of it is the class's
+documentation and its one schedule (epochs, or images seen through
+`image_schedule`); the reference images and their classifier are in
+`quality_reference`, the clock in `training_clock`, the share of the time
+scoring in `scoring_share`.
 """
 
 import keras
