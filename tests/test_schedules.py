@@ -168,6 +168,55 @@ def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypat
     assert written == [(1, 0), (2, 0)]
 
 
+def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
+    tmp_path, monkeypatch
+):
+    """With several processes the chief plans, at each epoch's end, the next
+    epoch's batches to back up at from its pace (one agreement an epoch);
+    here this process is the chief of two, 20 s a batch, a backup a minute."""
+    clock = _Clock()
+    monkeypatch.setattr(timed_backup.time, "monotonic", clock)
+    agreed = []
+
+    def chief_values(values, strategy=None):  # this process is the chief
+        agreed.append(values)
+        return dict(values)
+
+    monkeypatch.setattr(timed_backup.distribute, "chief_values", chief_values)
+    written = []
+    start_backup = timed_backup.start_backup
+
+    def spy(model, backup_dir, epoch, batch=0, means=None):
+        written.append((epoch, batch))
+        return start_backup(model, backup_dir, epoch, batch, means)
+
+    monkeypatch.setattr(timed_backup, "start_backup", spy)
+
+    class OfTwoProcesses(timed_backup.TimedBackup):
+        def on_train_begin(self, logs=None):
+            super().on_train_begin(logs)
+            self._one_process, self._kept = False, 3  # as in a run of two
+
+    backup_dir = str(tmp_path / "backup")
+    tiny_gan().fit(
+        batches(random_images(32), 4),  # 8 batches an epoch
+        epochs=3,
+        verbose=0,
+        callbacks=[
+            _Advance(clock, per_batch=20.0),
+            OfTwoProcesses(backup_dir, minutes=1.0),
+        ],
+    )
+    # Epoch 1: no pace yet, so none mid-epoch; 160 s by its end: due, and
+    # then every 3 batches (60 s at 20 s a batch). Epoch 2: at batches 3 and
+    # 6; 40 s after that at its end, so epoch 3 at batch 1 (20 s left),
+    # then 4 and 7; the end of training.
+    assert [(a["first"], a["every"]) for a in agreed] == [(3, 3), (1, 3), (2, 3)]
+    assert written == [(1, 0), (1, 3), (1, 6), (2, 1), (2, 4), (2, 7), (3, 0)]
+    kept = ["epoch_000002_batch_000004", "epoch_000002_batch_000007", "epoch_000003"]
+    assert sorted(os.listdir(backup_dir)) == kept
+
+
 def test_a_resumed_fit_keeps_the_image_schedules(tmp_path, classifier_dir):
     """The backup restores the step counter before the scores and grids
     read it (`log_order`), so their schedules in images go on."""
