@@ -118,12 +118,8 @@ def test_the_backup_follows_the_first_epoch_end_minutes_after_the_last(
     assert every.epochs == [1, 2, 3]
 
 
-def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypatch):
-    """Every `minutes` of training, in the middle of an epoch too: written as
-    the next batch begins, named and recorded by its epoch and batch, and
-    resumed from with the batches of that epoch it has trained."""
-    clock = _Clock()
-    monkeypatch.setattr(timed_backup.time, "monotonic", clock)
+def _backups_written(monkeypatch):
+    """The `(epoch, batch)` of each backup `TimedBackup` starts, in order."""
     written = []
     start_backup = timed_backup.start_backup
 
@@ -132,6 +128,16 @@ def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypat
         return start_backup(model, backup_dir, epoch, batch, means)
 
     monkeypatch.setattr(timed_backup, "start_backup", spy)
+    return written
+
+
+def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypatch):
+    """Every `minutes` of training, in the middle of an epoch too: written as
+    the next batch begins, named and recorded by its epoch and batch, and
+    resumed from with the batches of that epoch it has trained."""
+    clock = _Clock()
+    monkeypatch.setattr(timed_backup.time, "monotonic", clock)
+    written = _backups_written(monkeypatch)
     backup_dir = str(tmp_path / "backup")
     tiny_gan().fit(
         batches(random_images(16), 4),  # 4 batches an epoch
@@ -183,14 +189,7 @@ def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
         return dict(values)
 
     monkeypatch.setattr(timed_backup.distribute, "chief_values", chief_values)
-    written = []
-    start_backup = timed_backup.start_backup
-
-    def spy(model, backup_dir, epoch, batch=0, means=None):
-        written.append((epoch, batch))
-        return start_backup(model, backup_dir, epoch, batch, means)
-
-    monkeypatch.setattr(timed_backup, "start_backup", spy)
+    written = _backups_written(monkeypatch)
 
     class OfTwoProcesses(timed_backup.TimedBackup):
         def on_train_begin(self, logs=None):
