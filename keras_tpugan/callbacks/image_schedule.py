@@ -37,7 +37,8 @@ class ImageSchedule:
             raise ValueError(
                 "Expected every_n_images >= 1 with the global_batch_size (images "
                 f"per step), both ints. Received: every_n_images={every_n_images!r}, "
-                f"global_batch_size={global_batch_size!r}."
+                f"global_batch_size={global_batch_size!r}. Pass the batch size "
+                "over all replicas as global_batch_size."
             )
         self.every_n_images = every_n_images
         self.global_batch_size = global_batch_size
