@@ -462,6 +462,28 @@ def test_fit_in_parts_is_one_session_for_the_callbacks():
         fit_in_parts(model, [], 0, [session])
 
 
+def test_fit_in_parts_keeps_the_order_gan_fit_gives_the_callbacks():
+    """A callback with a `log_order` (the backup's -1) runs before the others
+    in a session too, whatever the order of the list."""
+    from keras_tpugan.runs.fit_parts import fit_in_parts
+
+    seen = []
+
+    class Plain(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append("plain")
+
+    class First(keras.callbacks.Callback):
+        log_order = -1
+
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append("first")
+
+    parts = [(batches(random_images(8), 4), 1)]
+    fit_in_parts(tiny_gan(), parts, 0, [Plain(), First()], verbose=0)
+    assert seen == ["first", "plain"]
+
+
 @pytest.mark.jax_only
 def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path):
     """Slow (about 30-40 s): three small runs in this process (one whole; one

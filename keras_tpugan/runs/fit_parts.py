@@ -20,6 +20,8 @@ class _Session(keras.callbacks.Callback):
         super().__init__()
         self.callback = callback
         self.epochs = epochs
+        # Where `GAN.fit` runs it among the callbacks (`GANCallback.log_order`).
+        self.log_order = getattr(callback, "log_order", None)
         self.first = self.last = False
         for hook in dir(keras.callbacks.Callback):
             if hook.startswith("on_") and hook not in _SESSION_HOOKS:

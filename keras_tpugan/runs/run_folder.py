@@ -170,6 +170,10 @@ class WarmStart(keras.callbacks.Callback):
         snapshot: A `.keras` file of the whole GAN.
     """
 
+    # Run first by `GAN.fit`, as `TimedBackup` is: the weights and the step
+    # counter are back before any other callback reads them.
+    log_order = -1
+
     def __init__(self, snapshot):
         super().__init__()
         self.snapshot = snapshot

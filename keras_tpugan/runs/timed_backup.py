@@ -231,20 +231,23 @@ class TimedBackup(keras.callbacks.Callback):
         # Checked as a batch begins, once every callback has done its work
         # for the batch before; no batch-end hook, which would keep Keras
         # from dispatching the steps ahead of their logs.
-        if not self._mid_epoch:
+        if not (self._mid_epoch and batch):
             return
-        now = time.monotonic()
-        if not batch:  # (the pace is timed from the second batch: the
-            return  # first may wait for the data or a compile)
-        if self._first_batch is None:
-            self._first_batch = (batch, now)
-        self._last_batch = (batch, now)
         if self._one_process:
-            due = now - self._backed_up_at >= self.minutes * 60
+            due = self._elapsed() >= self.minutes * 60
         else:  # every process at the batches the chief planned
+            self._time_pace(batch)
             due = self._at_planned_batch(batch)
         if due:
             self._back_up(self._epoch, self._offset + batch)
+
+    def _time_pace(self, batch):
+        # From the epoch's second batch on: the first may wait for the data
+        # or a compile. `_planned` turns it into batches per interval.
+        now = time.monotonic()
+        if self._first_batch is None:
+            self._first_batch = (batch, now)
+        self._last_batch = (batch, now)
 
     def _at_planned_batch(self, batch):
         """Whether to back up as `batch` begins, by the chief's plan (then
