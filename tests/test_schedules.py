@@ -178,8 +178,9 @@ def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
     tmp_path, monkeypatch
 ):
     """With several processes the chief plans, at each epoch's end, the next
-    epoch's batches to back up at from its pace (one agreement an epoch);
-    here this process is the chief of two, 20 s a batch, a backup a minute."""
+    epoch's batches to back up at from its pace (one agreement an epoch),
+    and the first epoch's as its third batch begins; here this process is
+    the chief of two, 20 s a batch, a backup a minute."""
     clock = _Clock()
     monkeypatch.setattr(timed_backup.time, "monotonic", clock)
     agreed = []
@@ -206,13 +207,16 @@ def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
             OfTwoProcesses(backup_dir, minutes=1.0),
         ],
     )
-    # Epoch 1: no pace yet, so none mid-epoch; 160 s by its end: due, and
-    # then every 3 batches (60 s at 20 s a batch). Epoch 2: at batches 3 and
-    # 6; 40 s after that at its end, so epoch 3 at batch 1 (20 s left),
-    # then 4 and 7; the end of training.
-    assert [(a["first"], a["every"]) for a in agreed] == [(3, 3), (1, 3), (2, 3)]
-    assert written == [(1, 0), (1, 3), (1, 6), (2, 1), (2, 4), (2, 7), (3, 0)]
-    kept = ["epoch_000002_batch_000004", "epoch_000002_batch_000007", "epoch_000003"]
+    # Epoch 1: planned as batch 2 begins (40 s in, from batch 1's 20 s): at
+    # batch 3 (60 s), then every 3 batches (a minute); 40 s after the one at
+    # batch 6 at its end, so epoch 2 at batch 1 (20 s left), then 4 and 7;
+    # 20 s after that at its end, so epoch 3 at batches 2 and 5; a minute
+    # after that at its end: due; the end of training.
+    plans = [(a["first"], a["every"]) for a in agreed]
+    assert plans == [(3, 3), (1, 3), (2, 3), (3, 3)]
+    assert "due" not in agreed[0]  # the first epoch's, mid-epoch
+    assert written == [(0, 3), (0, 6), (1, 1), (1, 4), (1, 7), (2, 2), (2, 5), (3, 0)]
+    kept = ["epoch_000002_batch_000002", "epoch_000002_batch_000005", "epoch_000003"]
     assert sorted(os.listdir(backup_dir)) == kept
 
 

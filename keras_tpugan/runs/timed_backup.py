@@ -74,10 +74,10 @@ class TimedBackup(keras.callbacks.Callback):
     (`backup_dir` differs), and they stay in step: the chief's clock
     decides when all of them back up, and a resume takes the newest point
     that every process has whole, so no process resumes from a point
-    another lacks. Mid-epoch they back up at batches the chief plans at
-    each epoch's end from its steps' pace (the one agreement an epoch, not
-    one a step), so not in the first epoch of a `fit`, whose pace is not
-    known yet.
+    another lacks. Mid-epoch they back up at batches the chief plans from
+    its steps' pace: at each epoch's end (the one agreement an epoch, not
+    one a step), and in the first epoch of a `fit` once, as its third
+    batch begins (the pace of its second: the first may wait for a compile).
 
     Args:
         backup_dir: The folder of the backups (created at the first one).
@@ -215,8 +215,10 @@ class TimedBackup(keras.callbacks.Callback):
         # epoch begins.
         self._ended = self._backed_up = self._due = None
         # Several processes: the chief's planned batches of the next epoch
-        # to back up at, `(first, every)` (first 0: none).
+        # to back up at, `(first, every)` (first 0: none), and whether the
+        # first epoch still waits for its plan.
         self._plan = self._next_plan = (0, 0)
+        self._first_epoch_plan = True
 
     def on_epoch_begin(self, epoch, logs=None):
         # The epoch before is backed up now, once every callback has written
@@ -237,6 +239,8 @@ class TimedBackup(keras.callbacks.Callback):
             due = self._elapsed() >= self.minutes * 60
         else:  # every process at the batches the chief planned
             self._time_pace(batch)
+            if self._first_epoch_plan and self._last_batch[0] > self._first_batch[0]:
+                self._plan_first_epoch(batch)
             due = self._at_planned_batch(batch)
         if due:
             self._back_up(self._epoch, self._offset + batch)
@@ -248,6 +252,19 @@ class TimedBackup(keras.callbacks.Callback):
         if self._first_batch is None:
             self._first_batch = (batch, now)
         self._last_batch = (batch, now)
+
+    def _plan_first_epoch(self, batch):
+        """The chief's plan for the rest of the first epoch of a `fit`, from
+        the pace of its second batch: the same agreement in every process,
+        as the same batch begins."""
+        self._first_epoch_plan = False
+        first, every = self._pace_plan(self._elapsed())
+        if first:  # batches from this one
+            first += batch
+        agreed = distribute.chief_values(
+            {"first": first, "every": every}, self.strategy
+        )
+        self._plan = (int(agreed["first"]), int(agreed["every"]))
 
     def _at_planned_batch(self, batch):
         """Whether to back up as `batch` begins, by the chief's plan (then
@@ -265,6 +282,7 @@ class TimedBackup(keras.callbacks.Callback):
             self._join_means(logs)
         self._means_before = None
         self._ended, self._offset = (epoch + 1, 0), 0
+        self._first_epoch_plan = False  # planned at its end from now on
         due = self._elapsed() >= self.minutes * 60
         if self.minutes:  # the chief's clock decides, in every process
             plan = self._planned(due)
@@ -307,16 +325,23 @@ class TimedBackup(keras.callbacks.Callback):
     def _planned(self, due):
         """The batches of the next epoch to back up at, `(first, every)`,
         from this epoch's pace ((0, 0): none; one process: its clock)."""
-        if self._one_process or self._first_batch is None:
+        if self._one_process:
+            return (0, 0)
+        return self._pace_plan(0.0 if due else self._elapsed())
+
+    def _pace_plan(self, elapsed):
+        """`(first, every)`: in how many batches from now the next backup
+        falls due, `elapsed` seconds after the last, and then every how
+        many, at the pace timed so far ((0, 0): no pace yet)."""
+        if self._first_batch is None:
             return (0, 0)
         (b0, t0), (b1, t1) = self._first_batch, self._last_batch
         if b1 <= b0 or t1 <= t0:
             return (0, 0)
         per_batch = (t1 - t0) / (b1 - b0)
         interval = self.minutes * 60
-        left = interval if due else interval - self._elapsed()
         return (
-            max(1, math.ceil(left / per_batch)),
+            max(1, math.ceil((interval - elapsed) / per_batch)),
             max(1, math.ceil(interval / per_batch)),
         )
 
