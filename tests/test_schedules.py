@@ -174,13 +174,10 @@ def test_a_backup_is_written_mid_epoch_when_its_minutes_pass(tmp_path, monkeypat
     assert written == [(1, 0), (2, 0)]
 
 
-def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
-    tmp_path, monkeypatch
-):
-    """With several processes the chief plans, at each epoch's end, the next
-    epoch's batches to back up at from its pace (one agreement an epoch),
-    and the first epoch's as its third batch begins; here this process is
-    the chief of two, 20 s a batch, a backup a minute."""
+def _planned_backups(tmp_path, monkeypatch, steps_per_execution):
+    """Three epochs of 8 batches with several processes, this process the
+    chief of two, the clock 20 s on at each call of the batch hooks, a
+    backup a minute: the plans agreed, the backups written and kept."""
     clock = _Clock()
     monkeypatch.setattr(timed_backup.time, "monotonic", clock)
     agreed = []
@@ -198,7 +195,8 @@ def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
             self._one_process, self._kept = False, 3  # as in a run of two
 
     backup_dir = str(tmp_path / "backup")
-    tiny_gan().fit(
+    compiled = {"steps_per_execution": steps_per_execution}
+    tiny_gan(compile_kwargs=compiled).fit(
         batches(random_images(32), 4),  # 8 batches an epoch
         epochs=3,
         verbose=0,
@@ -207,17 +205,49 @@ def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
             OfTwoProcesses(backup_dir, minutes=1.0),
         ],
     )
+    plans = [(a["first"], a["every"]) for a in agreed]
+    assert "due" not in agreed[0]  # the first epoch's, mid-epoch
+    assert all("due" in a for a in agreed[1:])  # at the epochs' ends
+    return plans, written, sorted(os.listdir(backup_dir))
+
+
+def test_several_processes_back_up_mid_epoch_at_the_chiefs_planned_batches(
+    tmp_path, monkeypatch
+):
+    """With several processes the chief plans, at each epoch's end, the next
+    epoch's batches to back up at from its pace (one agreement an epoch),
+    and the first epoch's as its third batch begins; 20 s a batch here."""
+    plans, written, kept = _planned_backups(tmp_path, monkeypatch, 1)
     # Epoch 1: planned as batch 2 begins (40 s in, from batch 1's 20 s): at
     # batch 3 (60 s), then every 3 batches (a minute); 40 s after the one at
     # batch 6 at its end, so epoch 2 at batch 1 (20 s left), then 4 and 7;
     # 20 s after that at its end, so epoch 3 at batches 2 and 5; a minute
     # after that at its end: due; the end of training.
-    plans = [(a["first"], a["every"]) for a in agreed]
     assert plans == [(3, 3), (1, 3), (2, 3), (3, 3)]
-    assert "due" not in agreed[0]  # the first epoch's, mid-epoch
     assert written == [(0, 3), (0, 6), (1, 1), (1, 4), (1, 7), (2, 2), (2, 5), (3, 0)]
-    kept = ["epoch_000002_batch_000002", "epoch_000002_batch_000005", "epoch_000003"]
-    assert sorted(os.listdir(backup_dir)) == kept
+    assert kept == [
+        "epoch_000002_batch_000002",
+        "epoch_000002_batch_000005",
+        "epoch_000003",
+    ]
+
+
+def test_the_first_epochs_plan_counts_calls_of_several_steps(tmp_path, monkeypatch):
+    """With `steps_per_execution=2` the batch hooks run at batches 0, 2, 4
+    and 6 (20 s a call: 10 s a batch); the first epoch is planned as its
+    third call begins, at batch 4."""
+    plans, written, kept = _planned_backups(tmp_path, monkeypatch, 2)
+    # Epoch 1: planned at batch 4 (40 s in): at batch 6 (60 s), every 6
+    # batches; 20 s after it at the epoch's end, so epoch 2 at batch 4 (40 s
+    # left); 40 s after that at its end, so epoch 3 at batch 2; a minute
+    # after that at its end: due; the end of training.
+    assert plans == [(6, 6), (4, 6), (2, 6), (6, 6)]
+    assert written == [(0, 6), (1, 4), (2, 2), (3, 0)]
+    assert kept == [
+        "epoch_000001_batch_000004",
+        "epoch_000002_batch_000002",
+        "epoch_000003",
+    ]
 
 
 def test_a_resumed_fit_keeps_the_image_schedules(tmp_path, classifier_dir):
