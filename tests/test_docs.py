@@ -71,6 +71,11 @@ def _shortened(code):
     return re.sub(r"\bimage_budget=[\d_]+", "image_budget=1_024", code)
 
 
+def _shortened_blocks(page):
+    """The page's python blocks, dedented and shortened, in order."""
+    return [_shortened(textwrap.dedent(code)) for code in _python_blocks(page)]
+
+
 def _run_page(page, folder, monkeypatch):
     """Runs the page's python blocks in `folder`; returns their namespace."""
     photo_folder(folder / "my_images", 64, shape=(40, 30, 3))
@@ -83,8 +88,8 @@ def _run_page(page, folder, monkeypatch):
     os.chdir(folder)
     scope = {}
     try:
-        for code in _python_blocks(page):
-            exec(compile(_shortened(textwrap.dedent(code)), page, "exec"), scope)
+        for code in _shortened_blocks(page):
+            exec(compile(code, page, "exec"), scope)
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -110,7 +115,7 @@ def test_every_guide_is_tested():
 
 
 # On TensorFlow: the JAX pass runs the README's quickstart and the JAX page
-# (the pages' code is the same on both backends; each page costs 10-40 s).
+# (the pages' code is the same on both backends; each page costs 5-15 s).
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("page", [page for page, how in PAGES.items() if how == "any"])
 def test_the_page_runs(page, tmp_path, classifier_dir, monkeypatch):
@@ -137,9 +142,7 @@ def test_the_jax_page_runs(tmp_path):
     optimization level: its bfloat16 step of the demo's width took 2.4 s at
     the suite's level 0, 0.3 s at the default (40 s against 14 s)."""
     page = "guides/tpu-and-jax.md"
-    code = "\n".join(
-        _shortened(textwrap.dedent(block)) for block in _python_blocks(page)
-    )
+    code = "\n".join(_shortened_blocks(page))
     code += (
         "\nimport json, keras"
         "\nprint('FACTS', json.dumps({'backend': keras.backend.backend(),"

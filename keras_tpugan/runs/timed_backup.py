@@ -247,7 +247,7 @@ class TimedBackup(keras.callbacks.Callback):
 
     def _time_pace(self, batch):
         # From the epoch's second batch on: the first may wait for the data
-        # or a compile. `_planned` turns it into batches per interval.
+        # or a compile. `_pace_plan` turns it into batches per interval.
         now = time.monotonic()
         if self._first_batch is None:
             self._first_batch = (batch, now)
