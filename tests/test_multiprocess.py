@@ -46,6 +46,12 @@ if not jax:
     chosen = strategy.extended._communication_options
     chosen = (chosen.implementation.name, chosen.bytes_per_pack, chosen.timeout_seconds)
     print("COLLECTIVE", *chosen)
+    # Asked again, the process's strategy; with other settings, a refusal.
+    print("SAME STRATEGY", ktg.distribute.get_strategy("auto", **options) is strategy)
+    try:
+        ktg.distribute.get_strategy("auto")
+    except ValueError as e:
+        print("OTHER SETTINGS REFUSED", "this process already made" in str(e))
 ids = np.arange(100, dtype="int32")
 ds = ktg.data.load_images(
     (np.zeros((100, 4, 4, 1), "float32"), ids), batch_size=8, labels=True, seed=3
@@ -76,6 +82,10 @@ except ValueError as e:
     print("refused:", e)
 from keras_tpugan.cli import main as cli
 argv = ["train", "--preset", "smoke", "--set", "batch_size=63"]
+if not jax:  # the process's strategy is made once: the same collective settings
+    for setting in ("collective=ring", "collective_bytes_per_pack=4096",
+                    "collective_timeout_seconds=90"):
+        argv += ["--set", setting]
 print("CLI STATUS", cli.main([*argv, "--out", tempfile.mkdtemp()]), flush=True)
 sys.exit(2)
 """
@@ -117,6 +127,17 @@ def test_each_example_is_read_by_exactly_one_process(probe):
     if BACKEND == "tensorflow":  # the all-reduce the script chose
         chosen = [line.split("] ", 1)[1] for line in lines if "COLLECTIVE" in line]
         assert chosen == ["COLLECTIVE RING 4096 90"] * 2
+        asked_again = [
+            line.split("] ", 1)[1]
+            for line in lines
+            if "SAME STRATEGY" in line or "OTHER SETTINGS" in line
+        ]
+        assert sorted(asked_again) == [
+            "OTHER SETTINGS REFUSED True",
+            "OTHER SETTINGS REFUSED True",
+            "SAME STRATEGY True",
+            "SAME STRATEGY True",
+        ]
         left = [line.split("] ", 1)[1] for line in lines if "ITERATORS LEFT" in line]
         assert left == ["ITERATORS LEFT 0 False"] * 2
     reference = ktg.data.load_images(

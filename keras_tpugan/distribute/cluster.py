@@ -78,7 +78,28 @@ def multi_worker_strategy(
     TensorFlow's processes wait for each other with no limit by default (a
     wrong address hangs for ever); the limits are set through its
     coordination service (`internals.configure_multi_worker_start`).
+
+    A process makes one: asked again with the same cluster and settings, it
+    returns the strategy it made. TensorFlow starts a process's collective
+    runtime once, and a second strategy numbers its collective groups from
+    the start again while its peers may still be using the first one's (a
+    peer then fails with "group ... not found").
+
+    Raises:
+        ValueError: if this process already made one with another cluster,
+            collective or heartbeat time-out.
     """
+    settings = _strategy_settings(resolver, communication, heartbeat_timeout_seconds)
+    if _MADE:
+        if _MADE["settings"] != settings:
+            raise ValueError(
+                "Expected the settings of the multi-worker strategy this "
+                f"process already made: {_MADE['settings']}. Received: "
+                f"{settings}. TensorFlow starts a process's collectives once: "
+                "pass the same cluster and collective settings, or start a new "
+                "process."
+            )
+        return _MADE["strategy"]
     start = internals.configure_multi_worker_start(
         resolver, start_timeout_seconds, heartbeat_timeout_seconds
     )
@@ -88,6 +109,7 @@ def multi_worker_strategy(
                 cluster_resolver=resolver, communication_options=communication
             )
         _leave_in_one_line_if_a_process_is_lost()
+        _MADE.update(settings=settings, strategy=strategy)
         return strategy
     except (RuntimeError, tf.errors.DeadlineExceededError) as e:
         # The registration barrier times out first; the first all-reduce's
@@ -101,6 +123,29 @@ def multi_worker_strategy(
             "from at least one of them. Check that every process was started "
             "with the same cluster and that the addresses are reachable."
         ) from e
+
+
+# The multi-worker strategy this process made, and the settings it was made
+# with (`multi_worker_strategy`).
+_MADE = {}
+
+
+def _strategy_settings(resolver, communication, heartbeat_timeout_seconds):
+    """What a multi-worker strategy is made with, as a readable dict."""
+    if communication is None:
+        collective = ("AUTO", 0, None)
+    else:
+        collective = (
+            communication.implementation.name,
+            communication.bytes_per_pack,
+            communication.timeout_seconds,
+        )
+    return dict(
+        cluster=resolver.cluster_spec().as_dict(),
+        task=(resolver.task_type, resolver.task_id),
+        collective=collective,
+        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+    )
 
 
 def cluster_processes():
