@@ -6,6 +6,7 @@ import json
 import os
 
 import keras
+import numpy as np
 import pytest
 from conftest import (
     assert_same_epoch_means,
@@ -385,6 +386,53 @@ def test_scores_that_would_exceed_their_share_of_the_time_are_skipped(
         ktg.callbacks.QualityMetrics(max_share=1.5)
     with pytest.raises(ValueError, match="quality_max_share in"):
         TrainConfig.preset("demo", quality_max_share=0)
+
+
+def test_the_first_fid_score_is_judged_by_a_bound_timed_on_one_batch(
+    monkeypatch, tmp_path
+):
+    """With the FID network (here a stand-in that costs 0.5 s a batch of 10
+    on the clock) the first scheduled score is judged too: a score of 50
+    images costs at least 5 batches, 2.5 s, so with max_share=0.25 it needs
+    7.5 s of training; each epoch trains 4 s. The real side's features
+    (10 batches, 5 s) are not training time."""
+    from keras_tpugan.callbacks import scoring_share, training_clock
+
+    clock = _Clock()
+    monkeypatch.setattr(scoring_share.time, "perf_counter", clock)
+    monkeypatch.setattr(training_clock.time, "perf_counter", clock)
+    # The stand-in's features are cached apart from the real network's.
+    monkeypatch.setattr(ktg.metrics, "cache_dir", lambda: str(tmp_path))
+
+    class SlowNetwork:
+        batch_size = 10
+
+        def features(self, images):
+            images = np.asarray(images, "float64").reshape(len(images), -1)
+            clock.now += 0.5 * -(-len(images) // self.batch_size)
+            return images[:, :8]
+
+    real = random_images(100)
+    quality = ktg.callbacks.QualityMetrics(
+        features="inception", num_images=50, real_images=real, max_share=0.25
+    )
+    quality.fid_network = SlowNetwork
+    history = tiny_gan().fit(
+        batches(random_images(8), 4),
+        epochs=6,
+        verbose=0,
+        callbacks=[_Advance(clock, [4] * 6), quality],
+    )
+    # Timed off the clock: 0.5 s for a batch, 5 full batches a score.
+    assert quality.first_score_bound == 2.5
+    # Skipped at 4 s; scored at 8 s (its cost, 2.5 s, timed); skipped at
+    # 12 s (4 s since); scored at 16 s; skipped at 20 s; the last epoch.
+    logged = [fid < float("inf") for fid in history.history["fid"]]
+    assert logged == [False, True, False, True, False, True]
+    assert quality.skipped == 3
+    assert [record["seconds"] for record in quality.records] == [8.0, 16.0, 24.0]
+    assert quality.real_features.shape == (100, 8)
+    assert (tmp_path / "fid_features").is_dir()
 
 
 def test_grids_that_would_exceed_their_share_of_the_time_are_skipped(

@@ -7,6 +7,8 @@ documentation and its one schedule (epochs, or images seen through
 scoring in `scoring_share`.
 """
 
+import time
+
 import keras
 
 from keras_tpugan import data as data_lib
@@ -129,8 +131,11 @@ class QualityMetrics(GANCallback):
             `records`).
         max_share: At most about this share of the time to spend scoring
             (`ScoringShare`; None: every scheduled score). The last epoch
-            is always scored. Leave it None to compare times to a target
-            across runs: which points are skipped depends on the machine.
+            is always scored. With the FID network the first scheduled
+            score is judged too, by a lower bound on its cost timed on one
+            batch (`first_score_bound`, in seconds). Leave it None to
+            compare times to a target across runs: which points are skipped
+            depends on the machine.
 
     Example:
 
@@ -209,6 +214,8 @@ class QualityMetrics(GANCallback):
         self.inception_weights = inception_weights
         self._fid_network = None
         self.real_features = None
+        # The bound that judged the first scheduled FID score (seconds).
+        self.first_score_bound = None
 
     @classmethod
     def for_data(
@@ -347,9 +354,9 @@ class QualityMetrics(GANCallback):
         super().on_train_begin(logs)
         # Steps before this fit (a resumed run continues its schedule).
         self._steps = int(keras.ops.convert_to_numpy(self.model.step_counter))
-        self._clock = TrainingClock()
         self._latest = None
         self._share = ScoringShare(self.max_share)
+        self.first_score_bound = None
         if self._schedule is not None:
             self._schedule.start(self._steps)
         shape = tuple(self.model.generator.output_shape[1:])
@@ -366,6 +373,13 @@ class QualityMetrics(GANCallback):
                 f"Received: a generator of {shape} images. For other images pass "
                 "features='inception' and real_images."
             )
+        self._prepare_reference()
+        # Training time counts from here: the real side's features (a minute
+        # through the FID network on a CPU) are not training.
+        self._clock = TrainingClock()
+
+    def _prepare_reference(self):
+        """The real images' features and the floor, once."""
         if self.real_features is not None:
             return
         if self.features == "inception":
@@ -471,8 +485,36 @@ class QualityMetrics(GANCallback):
         return self._share.skipped
 
     def _within_share(self):
+        if (
+            self.max_share is not None
+            and self.features == "inception"
+            and not self._share.knows_cost
+        ):
+            # The FID network's score can cost more than the share allows
+            # for a long time (tens of seconds on a CPU): the first one too
+            # is judged, by a bound timed off the clock.
+            self._clock.pause()
+            self.first_score_bound = self._fid_score_bound()
+            self._clock.resume()
+            self._share.expected(self.first_score_bound)
         strategy = getattr(self.model, "distribute_strategy", None)
         return self._share.allows(self._clock.seconds(), strategy)
+
+    def _fid_score_bound(self):
+        """A lower bound on a score's seconds with the FID network.
+
+        A batch of generated images is timed through the network (after a
+        first one, which may trace it), once for each full batch a score
+        holds; the generation, the rest of the last batch and the distances
+        are not counted.
+        """
+        network = self.fid_network()
+        batch = min(network.batch_size, self.num_images)
+        images = self.model.generate(2 * batch, seed=self.seed)
+        network.features(images[:batch])
+        started = time.perf_counter()
+        network.features(images[batch:])
+        return (time.perf_counter() - started) * (self.num_images // batch)
 
     def _score_and_record(self):
         if not self.every_n_images:  # no batch hook counts the steps

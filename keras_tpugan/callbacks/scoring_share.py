@@ -12,9 +12,11 @@ class ScoringShare:
     A score costs the same whatever the step's speed, so on a fast device
     a fixed schedule would spend most of the run scoring. A scheduled score
     is allowed when the training seconds since the last score are at least
-    `(1 - max_share) / max_share` times that score's cost; the first is
-    always allowed (no cost is known yet). `QualityMetrics` asks it at each
-    scheduled point and tells it each score's cost.
+    `(1 - max_share) / max_share` times that score's cost. The first is
+    allowed when no cost is known yet; told a lower bound of that cost
+    (`expected`), it is judged as if a score of that cost had ended when
+    training began. `QualityMetrics` asks it at each scheduled point and
+    tells it each score's cost.
 
     Args:
         max_share: The share of the time, in (0, 1); None: every score is
@@ -58,6 +60,17 @@ class ScoringShare:
             allowed = bool(chief["allowed"])
         self.skipped += not allowed
         return allowed
+
+    @property
+    def knows_cost(self):
+        """Whether a score's cost (or a bound on it, `expected`) is known."""
+        return self._cost is not None
+
+    def expected(self, cost):
+        """Records a lower bound on a score's cost before any score ran:
+        the first scheduled score is then allowed only after
+        `(1 - max_share) / max_share` times `cost` seconds of training."""
+        self._cost, self._scored_at = cost, 0.0
 
     def timed(self, work, clock):
         """Runs `work()` with `clock` (a `TrainingClock`) paused, and records

@@ -162,6 +162,9 @@ def time_to_target(config, scoring):
         "quality_schedule": quality.records,
         # Scheduled scores skipped to keep within quality_max_share.
         "quality_skipped": quality.skipped,
+        # With the FID network: the bound on a score's seconds that judged
+        # the first scheduled score (None: not judged).
+        "quality_first_score_bound": quality.first_score_bound,
         f"best_{name}": min(distances) if distances else None,
         "target_fcd": config.target_fcd,
         "steps_to_target": None,
