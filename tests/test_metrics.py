@@ -263,3 +263,48 @@ def test_a_classifier_of_the_runs_own_labelled_images_is_trained_and_cached(tmp_
     assert len(test) == 12 and np.array_equal(test, metrics.held_out_indices(120))
     with pytest.raises(ValueError, match="at least 2 classes"):
         metrics.data_classifier(images, np.zeros(120), tmp_path)
+
+
+def test_the_classifier_predicts_and_trains_compiled_with_the_same_outputs(
+    tmp_path, classifier_dir, monkeypatch
+):
+    """Its augmentation, marked unfit for XLA by Keras, is left out of the
+    network that computes the scores (an identity in inference), so on JAX
+    the scores are compiled; on JAX the training step is compiled too."""
+    import keras
+
+    model, _ = metrics.mnist_classifier(classifier_dir)
+    assert any(isinstance(x, keras.layers.RandomTranslation) for x in model.layers)
+    network = classifiers._without_augmentation(model)
+    assert not any(
+        isinstance(x, keras.layers.RandomTranslation) for x in network.layers
+    )
+    assert network.count_params() == model.count_params()
+    assert classifiers._without_augmentation(model) is network  # traced once
+    if keras.backend.backend() == "jax":  # (TensorFlow: XLA as Keras decides)
+        assert network.jit_compile
+    images = np.random.default_rng(0).uniform(-1, 1, (32, 28, 28, 1))
+    features, probabilities = metrics.classifier_outputs(model, images)
+    whole = model(images.astype("float32"), training=False)
+    np.testing.assert_allclose(
+        features, keras.ops.convert_to_numpy(whole[0]), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        probabilities, keras.ops.convert_to_numpy(whole[1]), atol=1e-6
+    )
+    # Any other model is used as it is.
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert classifiers._without_augmentation(plain) is plain
+    # The data classifier's training step: compiled on JAX.
+    compiled = []
+    fit = keras.Model.fit
+
+    def recorded_fit(self, *args, **kwargs):
+        compiled.append(self.jit_compile)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "fit", recorded_fit)
+    labels = np.arange(20) % 2
+    pixels = np.random.default_rng(1).integers(0, 255, (20, 16, 16, 1)).astype("uint8")
+    metrics.data_classifier(pixels, labels, tmp_path, epochs=1)
+    assert compiled == [keras.backend.backend() == "jax"]
