@@ -8,8 +8,13 @@ only these: `epochs=N` becomes `epochs=1`, and `image_budget=N` becomes
 machine of one device: `distribute.get_strategy` picks one of the suite's
 four CPU devices when no replica count is asked for (the replica-parity
 tests cover several; the search page's two trials took 35 s on four, 11 s
-on one). The migration guide has its own test (`test_migration.py`); the
-callbacks guide's example runs below with checks
+on one). The README's quickstart and the guides that run on any backend run
+together in one process of their own (`docs_worker.py`), with TensorFlow's
+default CPU kernels, as a user's machine has them (the suite's processes
+turn oneDNN off for their comparisons to 1e-6; these pages, at the demo's
+width, took about half as long again without it: test_docs.py 106 -> 70
+CPU-seconds on an AMX CPU). The migration guide has its own test
+(`test_migration.py`); the callbacks guide's example runs below with checks
 of what each callback did.
 """
 
@@ -39,6 +44,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 GUIDES = DOCS / "guides"
+WORKER = pathlib.Path(__file__).with_name("docs_worker.py")
+BACKEND = keras.backend.backend()
 
 # Every guide, and how its python blocks are tested: on any backend, on
 # one, or by a test of their own.
@@ -76,7 +83,7 @@ def _shortened_blocks(page):
     return [_shortened(textwrap.dedent(code)) for code in _python_blocks(page)]
 
 
-def _run_page(page, folder, monkeypatch):
+def run_page(page, folder, monkeypatch):
     """Runs the page's python blocks in `folder`; returns their namespace."""
     photo_folder(folder / "my_images", 64, shape=(40, 30, 3))
     colour_folder(folder / "my_classes", classes=2, per_class=64)
@@ -114,26 +121,53 @@ def test_every_guide_is_tested():
         assert has_python == (how != "no python"), page
 
 
-# On TensorFlow: the JAX pass runs the README's quickstart and the JAX page
-# (the pages' code is the same on both backends; each page costs 5-15 s).
+# The pages that run in `docs_worker.py`'s process: on TensorFlow the guides
+# and the README's quickstart; the JAX pass runs the quickstart and the JAX
+# page (the pages' code is the same on both backends; each page costs 5-15 s).
+RUN_IN_WORKER = [
+    "README.md",
+    *(page for page, how in PAGES.items() if how == "any" and BACKEND != "jax"),
+]
+
+
+@pytest.fixture(scope="module")
+def pages_run(tmp_path_factory, classifier_dir):
+    """Every page of `RUN_IN_WORKER`, run once in `docs_worker.py`'s process
+    with TensorFlow's default CPU kernels: `{page: {"facts": ...} or
+    {"error": traceback}}`."""
+    directory = tmp_path_factory.mktemp("pages")
+    done = subprocess.run(
+        [sys.executable, str(WORKER), str(directory), *RUN_IN_WORKER],
+        env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((directory / "results.json").read_text())
+
+
+def _facts(pages_run, page):
+    result = pages_run[page]
+    assert "error" not in result, f"{page}:\n{result.get('error')}"
+    return result["facts"]
+
+
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("page", [page for page, how in PAGES.items() if how == "any"])
-def test_the_page_runs(page, tmp_path, classifier_dir, monkeypatch):
-    """Slow (5-15 s a page): each trains a GAN or two for an epoch."""
-    scope = _run_page(page, tmp_path, monkeypatch)
-    assert isinstance(scope.get("gan"), ktg.GAN) or "best" in scope, page
+def test_the_page_runs(page, pages_run):
+    """Each trains a GAN or two for an epoch, or runs a search."""
+    assert _facts(pages_run, page)["trained"], page
 
 
-def test_the_readme_quickstart_trains_and_saves(tmp_path, monkeypatch):
-    scope = _run_page("README.md", tmp_path, monkeypatch)
-    assert scope["images"].shape == (16, 32, 32, 3)
-    assert scope["images"].min() >= -1 and scope["images"].max() <= 1
-    assert (tmp_path / "runs/mine/samples/epoch_0001.png").exists()
-    assert (tmp_path / "runs/mine/history.csv").exists()
-    loaded = keras.saving.load_model(tmp_path / "runs/mine/gan.keras")
-    np.testing.assert_allclose(
-        loaded.generate(4, seed=1), scope["gan"].generate(4, seed=1)
-    )
+def test_the_readme_quickstart_trains_and_saves(pages_run):
+    facts = _facts(pages_run, "README.md")
+    assert facts["images_shape"] == [16, 32, 32, 3]
+    low, high = facts["images_range"]
+    assert low >= -1 and high <= 1
+    assert facts["written"] == ["samples/epoch_0001.png", "history.csv"]
+    np.testing.assert_allclose(facts["loaded_generated"], facts["generated"])
+    assert np.shape(facts["generated"]) == (4, 32, 32, 3)
 
 
 @pytest.mark.jax_only
