@@ -437,7 +437,7 @@ class GAN(BackendGANStep, keras.Model):
             inputs = z if labels is None else [z, labels[i : i + batch_size]]
             out.append(
                 keras.ops.convert_to_numpy(
-                    keras.ops.cast(generator(inputs, training=False), "float32")
+                    keras.ops.cast(self.generated_images(generator, inputs), "float32")
                 )
             )
         return np.concatenate(out, axis=0)

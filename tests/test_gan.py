@@ -297,6 +297,48 @@ def test_generate_shape_range_and_seed():
     np.testing.assert_allclose(gan.generate(5, seed=3, batch_size=2), images, atol=1e-6)
 
 
+@pytest.mark.parametrize("num_classes", [None, 3])
+def test_generate_is_one_compiled_call_per_batch_shape_on_jax(num_classes, monkeypatch):
+    """On JAX `generate` calls the generator through one `jax.jit` program
+    per generator and batch shape (eagerly, JAX compiles each operation on
+    its own), with the eager call's images; `jit_compile=False` and
+    TensorFlow call it eagerly."""
+    gan = tiny_gan(num_classes=num_classes, ema_decay=0.99)
+    latents = np.random.default_rng(0).normal(size=(7, LATENT)).astype("float32")
+    labels = None if num_classes is None else np.arange(7) % num_classes
+    inputs = latents if labels is None else [latents, labels]
+    eager = keras.ops.convert_to_numpy(gan.ema_generator(inputs, training=False))
+    images = gan.generate(latents, labels=labels, batch_size=4)  # batches of 4, 3
+    np.testing.assert_allclose(images, eager, atol=1e-6)
+    calls = gan.__dict__.get("_generator_calls", {})
+    if BACKEND != "jax":
+        assert not calls
+        return
+    import jax
+
+    (compiled,) = calls.values()  # the EMA generator's: one function
+    assert compiled._cache_size() == 2  # two batch shapes, traced once each
+    gan.generate(latents, labels=labels, batch_size=4)
+    assert compiled._cache_size() == 2  # kept: not traced again
+    gan.generate(3, seed=1, use_ema=False)
+    assert len(calls) == 2  # the generator's own
+    # Weights changed since: the new values are used, not the traced ones.
+    for v in gan.ema_generator.trainable_variables:
+        v.assign(v.value * 0.5)
+    eager = keras.ops.convert_to_numpy(gan.ema_generator(inputs, training=False))
+    np.testing.assert_allclose(
+        gan.generate(latents, labels=labels, batch_size=4), eager, atol=1e-6
+    )
+    # Compiled off: eager, no jax.jit.
+    gan.xla = False
+    monkeypatch.setattr(jax, "jit", lambda *a, **k: pytest.fail("compiled"))
+    gan.__dict__["_generator_calls"] = {}
+    np.testing.assert_allclose(
+        gan.generate(latents, labels=labels, batch_size=4), eager, atol=1e-6
+    )
+    assert not gan.__dict__["_generator_calls"]
+
+
 def test_conditional_generate_uses_labels():
     gan = tiny_gan(num_classes=3)
     z = np.random.default_rng(0).normal(size=(3, LATENT)).astype("float32")

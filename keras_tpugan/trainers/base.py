@@ -38,11 +38,11 @@ The contract between the GAN and its step:
   (`with_total_loss`), the key Keras's own callbacks look for.
 - A backend step implements `train_step`, `test_step` (both objectives on
   held-out images with `StepInputs.training=False` and validation latents,
-  nothing updated but the metrics), the `strategy` property and
-  `compile_step(optimizer, jit_compile, steps_per_execution, **kwargs)`,
-  which `GAN.compile` calls once the optimizers are built and which must
-  call `keras.Model.compile` with `optimizer`, the GAN's `GANOptimizer`
-  (so `gan.optimizer` is what Keras's callbacks drive).
+  nothing updated but the metrics), the `strategy` property, `generated_images`
+  (a batch of `GAN.generate`) and `compile_step(optimizer, jit_compile,
+  steps_per_execution, **kwargs)`, which `GAN.compile` calls once the optimizers
+  are built and which must call `keras.Model.compile` with `optimizer`, the GAN's
+  `GANOptimizer` (so `gan.optimizer` is what Keras's callbacks drive).
 
 Replica correctness is kept by one convention: every loss is summed per
 example and divided by the GLOBAL batch (`StepInputs.global_batch`), so the

@@ -265,6 +265,31 @@ class JAXGANStep(GANStep):
         layout = self.strategy.get_data_layout(value.shape)
         return keras.distribution.distribute_tensor(value, layout)
 
+    def generated_images(self, generator, inputs):
+        """`generator`'s images for one batch of `GAN.generate`, through one
+        compiled call per generator and batch shape.
+
+        Called eagerly, JAX compiles and runs each of the generator's
+        operations on its own. In one process; with several, and with
+        `jit_compile=False`, the generator is called eagerly.
+        """
+        if jax.process_count() > 1 or getattr(self, "xla", True) is False:
+            return generator(inputs, training=False)
+        calls = self.__dict__.setdefault("_generator_calls", {})
+        if id(generator) not in calls:
+
+            def call(trainable, non_trainable, inputs):
+                return generator.stateless_call(
+                    trainable, non_trainable, inputs, training=False
+                )[0]
+
+            calls[id(generator)] = jax.jit(call)
+        return calls[id(generator)](
+            [v.value for v in generator.trainable_variables],
+            [v.value for v in generator.non_trainable_variables],
+            inputs,
+        )
+
     # ---------------------------------------------------------- compile
 
     def compile_step(self, optimizer, jit_compile, steps_per_execution, **kwargs):

@@ -202,6 +202,11 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
             functions[name] = tf.function(lambda: strategy.run(fn), autograph=False)
         return functions[name]()
 
+    def generated_images(self, generator, inputs):
+        """`generator`'s images for one batch of `GAN.generate`, in inference
+        mode: an eager call."""
+        return generator(inputs, training=False)
+
     def first_local_part(self, value):
         """`value`'s first local replica's part, or `value` when not distributed."""
         if isinstance(value, tf.distribute.DistributedValues):
