@@ -12,7 +12,7 @@ on one). The README's quickstart and the guides that run on any backend run
 together in one process of their own (`docs_worker.py`), with TensorFlow's
 default CPU kernels, as a user's machine has them (the suite's processes
 turn oneDNN off for their comparisons to 1e-6; these pages, at the demo's
-width, took about half as long again without it: test_docs.py 106 -> 70
+width, took about half as long again without it: test_docs.py 106 -> 79
 CPU-seconds on an AMX CPU). The migration guide has its own test
 (`test_migration.py`); the callbacks guide's example runs below with checks
 of what each callback did.
