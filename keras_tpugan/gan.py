@@ -412,8 +412,6 @@ class GAN(BackendGANStep, keras.Model):
     ):
         """Generates images with the generator in inference mode.
 
-        On JAX each batch shape is one compiled program (in one process).
-
         Args:
             num_images_or_latents: A number of images, or an array of
                 latents of shape `(n, latent_dim)`.

@@ -275,16 +275,17 @@ class JAXGANStep(GANStep):
         """
         if jax.process_count() > 1 or getattr(self, "xla", True) is False:
             return generator(inputs, training=False)
+        # Outside Keras's attribute tracking, keyed by the generator itself.
         calls = self.__dict__.setdefault("_generator_calls", {})
-        if id(generator) not in calls:
+        if generator not in calls:
 
             def call(trainable, non_trainable, inputs):
                 return generator.stateless_call(
                     trainable, non_trainable, inputs, training=False
                 )[0]
 
-            calls[id(generator)] = jax.jit(call)
-        return calls[id(generator)](
+            calls[generator] = jax.jit(call)
+        return calls[generator](
             [v.value for v in generator.trainable_variables],
             [v.value for v in generator.non_trainable_variables],
             inputs,
