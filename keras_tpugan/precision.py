@@ -65,7 +65,8 @@ def resolve(strategy=None):
     (Ampere on) and on CPUs with AMX bfloat16 units (`amx_bf16`); float32
     elsewhere: a CPU without them emulates bfloat16 (its `avx512_bf16`
     converts and takes dot products only), which made the demo's step
-    slower than in float32 (docs/results/throughput-and-peers.md).
+    slower than in float32; with AMX it ran 1.19x float32
+    (docs/results/throughput-and-peers.md).
 
     Args:
         strategy: A `tf.distribute.Strategy` or `keras.distribution`
