@@ -349,6 +349,36 @@ def test_quality_metrics_every_n_epochs_and_keras_best_logic(classifier_dir, tmp
     assert "inf" not in (tmp_path / "history.csv").read_text()
 
 
+def test_quality_metrics_computes_the_real_kid_terms_once(classifier_dir, monkeypatch):
+    gan = tiny_gan()
+    quality = tiny_quality(classifier_dir)
+    sizes = []
+    compute = ktg.metrics.kernel_reference_terms
+
+    def counted(features, other_size, **kwargs):
+        sizes.append(other_size)
+        return compute(features, other_size, **kwargs)
+
+    monkeypatch.setattr(ktg.metrics, "kernel_reference_terms", counted)
+    gan.fit(batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality])
+    # Once, before the clock starts, for three scores.
+    assert len(quality.records) == 3 and sizes == [50]
+    # A score's KID is the one computed whole, to the last digit.
+    images = gan.generate(quality.num_images, seed=quality.seed)
+    features, _ = ktg.metrics.classifier_outputs(quality.classifier, images)
+    whole = ktg.metrics.kernel_distance(quality.real_features, features)
+    assert quality.score()["kid"] == whole
+    assert sizes == [50]
+    # New real features get their own terms.
+    quality.real_features = quality.real_features + 1.0
+    quality.score()
+    assert sizes == [50, 50]
+    with pytest.raises(ValueError, match="Expected 10 reference terms"):
+        ktg.metrics.kernel_distance(
+            quality.real_features, features, reference_terms=[0.0]
+        )
+
+
 def _rgb_gan():
     gan = ktg.GAN(
         ktg.models.dcgan_generator(latent_dim=8, image_shape=(32, 32, 3), width=8),

@@ -89,6 +89,22 @@ def test_kernel_distance_separates_real_from_noise(outputs):
     assert abs(real) < noise / 20
 
 
+def test_kernel_reference_terms_give_the_same_kid():
+    rng = np.random.default_rng(0)
+    for size_a, size_b in ((300, 100), (100, 300), (100, 100), (40, 60)):
+        a, b = rng.normal(size=(size_a, 8)), rng.normal(size=(size_b, 8)) + 0.5
+        terms = metrics.kernel_reference_terms(a, size_b, subset_size=50, seed=3)
+        # One term per draw; a set drawn whole has the same term in each.
+        assert len(terms) == 10 and (size_a > 50 or len(set(terms)) == 1)
+        whole = metrics.kernel_distance(a, b, subset_size=50, seed=3)
+        given = metrics.kernel_distance(
+            a, b, subset_size=50, seed=3, reference_terms=terms
+        )
+        assert given == whole > 0.05
+    # Both sets whole: one draw.
+    assert len(metrics.kernel_reference_terms(a, 40, subset_size=50)) == 1
+
+
 def test_metric_formulas_on_known_inputs():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(2000, 3))

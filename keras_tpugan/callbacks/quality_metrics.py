@@ -214,6 +214,7 @@ class QualityMetrics(GANCallback):
         self.inception_weights = inception_weights
         self._fid_network = None
         self.real_features = None
+        self._kid_reference = (None, None, None)  # features, size, their terms
         # The bound that judged the first scheduled FID score (seconds).
         self.first_score_bound = None
 
@@ -374,8 +375,9 @@ class QualityMetrics(GANCallback):
                 "features='inception' and real_images."
             )
         self._prepare_reference()
+        self._kid_reference_terms(self.num_images)
         # Training time counts from here: the real side's features (a minute
-        # through the FID network on a CPU) are not training.
+        # through the FID network on a CPU) and KID terms are not training.
         self._clock = TrainingClock()
 
     def _prepare_reference(self):
@@ -434,6 +436,14 @@ class QualityMetrics(GANCallback):
         if self._fid_network is None:
             self._fid_network = metrics.FIDInception(self.inception_weights)
         return self._fid_network
+
+    def _kid_reference_terms(self, num_generated):
+        """The real side's KID terms, once per real features and size."""
+        real, size, terms = self._kid_reference
+        if real is not self.real_features or size != num_generated:
+            terms = metrics.kernel_reference_terms(self.real_features, num_generated)
+            self._kid_reference = (self.real_features, num_generated, terms)
+        return terms
 
     def _extract(self, images):
         if self.features == "inception":
@@ -562,7 +572,11 @@ class QualityMetrics(GANCallback):
         images = self.model.generate(self.num_images, seed=self.seed)
         features, probabilities = self._extract(images)
         distance = metrics.frechet_distance(self.real_features, features)
-        kid = metrics.kernel_distance(self.real_features, features)
+        kid = metrics.kernel_distance(
+            self.real_features,
+            features,
+            reference_terms=self._kid_reference_terms(len(features)),
+        )
         precision, recall = metrics.precision_recall(
             self.real_features, features, seed=self.seed
         )

@@ -33,6 +33,7 @@ from keras_tpugan.metrics.scores import (
     frechet_distance,
     frechet_distance_of,
     kernel_distance,
+    kernel_reference_terms,
     precision_recall,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "held_out_indices",
     "inception_features",
     "kernel_distance",
+    "kernel_reference_terms",
     "mnist_classifier",
     "offline_mnist_reference",
     "precision_recall",

@@ -4,7 +4,8 @@
   the Frechet classifier distance, FCD);
 - `classifier_score`: the Inception score's recipe on class probabilities
   (10 is the ceiling for 10 balanced classes);
-- `kernel_distance`: KID's recipe (unbiased MMD^2, cubic polynomial kernel);
+- `kernel_distance`: KID's recipe (unbiased MMD^2, cubic polynomial kernel),
+  and `kernel_reference_terms`, one set's part of it computed once;
 - `precision_recall`: Kynkaanniemi et al. (2019), on k-nearest-neighbour
   radii.
 """
@@ -88,7 +89,14 @@ def classifier_score(probabilities):
     return float(np.exp((p * (np.log(p) - np.log(marginal))).sum(1).mean()))
 
 
-def kernel_distance(features_a, features_b, subset_size=1000, num_subsets=10, seed=0):
+def kernel_distance(
+    features_a,
+    features_b,
+    subset_size=1000,
+    num_subsets=10,
+    seed=0,
+    reference_terms=None,
+):
     """KID's recipe: unbiased MMD^2 with the kernel `(x.y / d + 1)^3`.
 
     Averaged over random subsets of both sets (each at most `subset_size`).
@@ -102,41 +110,106 @@ def kernel_distance(features_a, features_b, subset_size=1000, num_subsets=10, se
         subset_size: Examples per subset.
         num_subsets: Number of subsets averaged.
         seed: Seed of the subset draws.
+        reference_terms: `features_a`'s own terms, from
+            `kernel_reference_terms(features_a, len(features_b), ...)` with
+            the same `subset_size`, `num_subsets` and `seed`: give them when
+            one set is scored against many of the same size (a training
+            run's real images), to compute them once (default: computed
+            here). The result is the same either way.
 
     Returns:
         A float (about 0 for identical distributions; can be slightly
         negative, being unbiased).
     """
     a, b = np.asarray(features_a, "float64"), np.asarray(features_b, "float64")
-    d = a.shape[1]
-    m = min(subset_size, len(a), len(b))
-    rng = np.random.default_rng(seed)
-    if m == len(a) == len(b):
-        num_subsets = 1
-    off = m * (m - 1)
-
-    def kernel(x, y):  # (x.y / d + 1)^3, in place
-        k = x @ y.T
-        k /= d
-        k += 1
-        return k * k * k
-
-    def within(x):  # the mean over pairs of distinct examples
-        k = kernel(x, x)
-        return (k.sum() - np.trace(k)) / off
-
-    # A side that fits in one subset is drawn whole every time (in another
-    # order), so its own term is the same in every draw: computed once.
-    fixed_a = within(a) if len(a) == m else None
-    fixed_b = within(b) if len(b) == m else None
-    values = []
-    for _ in range(num_subsets):
-        x = a[rng.choice(len(a), m, replace=False)]
-        y = b[rng.choice(len(b), m, replace=False)]
-        term_a = within(x) if fixed_a is None else fixed_a
-        term_b = within(y) if fixed_b is None else fixed_b
-        values.append(term_a + term_b - 2.0 * kernel(x, y).mean())
+    draws = _subset_draws(len(a), len(b), subset_size, num_subsets, seed)
+    if reference_terms is None:
+        reference_terms = _own_terms(a, draws, 0)
+    elif len(reference_terms) != len(draws):
+        raise ValueError(
+            f"Expected {len(draws)} reference terms (one per subset draw of "
+            f"{len(a)} against {len(b)} examples). Received: "
+            f"{len(reference_terms)}. Compute them with kernel_reference_terms"
+            "(features_a, len(features_b)) and the same subset_size, "
+            "num_subsets and seed."
+        )
+    terms_b = _own_terms(b, draws, 1)
+    values = [
+        term_a + term_b - 2.0 * _kernel(a[rows_a], b[rows_b]).mean()
+        for term_a, term_b, (rows_a, rows_b) in zip(
+            reference_terms, terms_b, draws, strict=True
+        )
+    ]
     return float(np.mean(values))
+
+
+def kernel_reference_terms(
+    features, other_size, subset_size=1000, num_subsets=10, seed=0
+):
+    """`features`' own terms of `kernel_distance(features, other)`.
+
+    They depend on `features` and on the subset draws only, not on the
+    other set's values: computed once, they serve every score against a
+    set of `other_size` examples.
+
+    Args:
+        features: Array `(n, d)`: the first set of `kernel_distance`.
+        other_size: Examples in the second set.
+        subset_size: As `kernel_distance`.
+        num_subsets: As `kernel_distance`.
+        seed: As `kernel_distance`.
+
+    Returns:
+        A list of floats, one per subset draw, for `kernel_distance`'s
+        `reference_terms`.
+
+    Example:
+
+    >>> rng = np.random.default_rng(0)
+    >>> real, fake = rng.normal(size=(300, 8)), rng.normal(size=(100, 8))
+    >>> terms = kernel_reference_terms(real, len(fake), subset_size=50)
+    >>> kernel_distance(real, fake, subset_size=50, reference_terms=terms) == (
+    ...     kernel_distance(real, fake, subset_size=50)
+    ... )
+    True
+    """
+    a = np.asarray(features, "float64")
+    draws = _subset_draws(len(a), other_size, subset_size, num_subsets, seed)
+    return _own_terms(a, draws, 0)
+
+
+def _subset_draws(size_a, size_b, subset_size, num_subsets, seed):
+    """KID's subset draws: `(rows of a, rows of b)` per subset."""
+    m = min(subset_size, size_a, size_b)
+    if m == size_a == size_b:
+        num_subsets = 1
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.choice(size_a, m, replace=False), rng.choice(size_b, m, replace=False))
+        for _ in range(num_subsets)
+    ]
+
+
+def _kernel(x, y):
+    """`(x.y / d + 1)^3`, computed in place."""
+    k = x @ y.T
+    k /= x.shape[1]
+    k += 1
+    return k * k * k
+
+
+def _own_terms(x, draws, side):
+    """The mean kernel over pairs of distinct examples of `x`'s subset in each
+    draw. A set that fits in one subset is drawn whole every time (in
+    another order), so its term is the same in every draw: computed once."""
+
+    def within(subset):
+        k = _kernel(subset, subset)
+        return (k.sum() - np.trace(k)) / (len(subset) * (len(subset) - 1))
+
+    if len(x) == len(draws[0][side]):
+        return [within(x)] * len(draws)
+    return [within(x[rows[side]]) for rows in draws]
 
 
 def precision_recall(real_features, generated_features, k=3, max_samples=5000, seed=0):
