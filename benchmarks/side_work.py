@@ -17,7 +17,9 @@ from the middle of an epoch, the curves' per-step values); the first epoch
 and rename run on a thread of their own and are not counted: only the
 weights' write on the training thread is.
 It prints, per row, the seconds of steps, of each kind of side work (per
-call and in all) and their share of the wall time, the time between one
+call and in all, and its first call of 1 ms or more against its later ones:
+validation's first call traces or compiles its step) and their share of
+the wall time, the time between one
 epoch's last callback and the next one's first step ("between epochs":
 Keras's new epoch, the data's), the end of the run (after the last
 epoch's callbacks: `on_train_end`, the generator and summary written),
@@ -188,6 +190,20 @@ def measure(preset, settings):
     return wall, seconds, summary
 
 
+def _first_and_rest(calls):
+    """The first call against the others, where a kind's first call traces or
+    compiles what the next ones reuse (validation's step: ", first 530 ms,
+    then 250 ms each"); calls that do nothing (not due) are left out."""
+    done = [c for c in calls if c >= 1e-3]
+    if len(done) < 2:
+        return ""
+    rest = done[1:]
+    return (
+        f" (first {done[0] * 1e3:.0f} ms, then {sum(rest) / len(rest) * 1e3:.0f} ms "
+        "each)"
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     table = rows(25)
@@ -215,6 +231,7 @@ def main(argv=None):
                     f"  {kind:<12} {len(calls):>4} calls  "
                     f"{sum(calls) / len(calls) * 1e3:8.1f} ms each  "
                     f"{sum(calls):7.2f} s  {sum(calls) / wall:6.1%} of the wall time"
+                    + _first_and_rest(calls)
                 )
         between = sum(seconds["between epochs"])
         end = seconds["end of run"][0]
