@@ -375,9 +375,8 @@ class QualityMetrics(GANCallback):
                 "features='inception' and real_images."
             )
         self._prepare_reference()
-        self._kid_reference_terms(self.num_images)
         # Training time counts from here: the real side's features (a minute
-        # through the FID network on a CPU) and KID terms are not training.
+        # through the FID network on a CPU) are not training.
         self._clock = TrainingClock()
 
     def _prepare_reference(self):
@@ -438,7 +437,8 @@ class QualityMetrics(GANCallback):
         return self._fid_network
 
     def _kid_reference_terms(self, num_generated):
-        """The real side's KID terms, once per real features and size."""
+        """The real side's KID terms, computed at the first score and kept
+        while the real features and the number scored stay the same."""
         real, size, terms = self._kid_reference
         if real is not self.real_features or size != num_generated:
             terms = metrics.kernel_reference_terms(self.real_features, num_generated)
@@ -572,10 +572,9 @@ class QualityMetrics(GANCallback):
         images = self.model.generate(self.num_images, seed=self.seed)
         features, probabilities = self._extract(images)
         distance = metrics.frechet_distance(self.real_features, features)
+        terms = self._kid_reference_terms(len(features))
         kid = metrics.kernel_distance(
-            self.real_features,
-            features,
-            reference_terms=self._kid_reference_terms(len(features)),
+            self.real_features, features, reference_terms=terms
         )
         precision, recall = metrics.precision_recall(
             self.real_features, features, seed=self.seed
