@@ -298,37 +298,43 @@ def test_generate_shape_range_and_seed():
 
 
 @pytest.mark.parametrize("num_classes", [None, 3])
-def test_generate_is_one_compiled_call_per_batch_shape_on_jax(num_classes, monkeypatch):
-    """On JAX `generate` calls the generator through one `jax.jit` program
-    per generator and batch shape (eagerly, JAX compiles each operation on
-    its own), with the eager call's images; `jit_compile=False` and
-    TensorFlow call it eagerly."""
-    gan = tiny_gan(num_classes=num_classes, ema_decay=0.99)
+def test_generate_is_one_compiled_call_per_generator(num_classes, monkeypatch):
+    """`generate` calls the generator through one compiled function per
+    generator (eagerly, JAX compiles each operation on its own and
+    TensorFlow runs each layer from Python), with the eager call's images:
+    on JAX one `jax.jit` program per batch shape, on TensorFlow one
+    `tf.function` traced once more for a second batch shape. JAX with
+    `jit_compile=False` calls it eagerly."""
+    gan = tiny_gan(num_classes=num_classes, ema_decay=0.99, norm="batch")
     latents = np.random.default_rng(0).normal(size=(7, LATENT)).astype("float32")
     labels = None if num_classes is None else np.arange(7) % num_classes
     inputs = latents if labels is None else [latents, labels]
     eager = keras.ops.convert_to_numpy(gan.ema_generator(inputs, training=False))
     images = gan.generate(latents, labels=labels, batch_size=4)  # batches of 4, 3
     np.testing.assert_allclose(images, eager, atol=1e-6)
-    calls = gan.__dict__.get("_generator_calls", {})
-    if BACKEND != "jax":
-        assert not calls
-        return
-    import jax
-
+    calls = gan.__dict__["_generator_calls"]
     (compiled,) = calls.values()  # the EMA generator's: one function
-    assert compiled._cache_size() == 2  # two batch shapes, traced once each
+    traces = _traces if BACKEND == "tensorflow" else lambda f: f._cache_size()
+    assert traces(compiled) == 2  # two batch shapes, traced once each
     gan.generate(latents, labels=labels, batch_size=4)
-    assert compiled._cache_size() == 2  # kept: not traced again
+    assert traces(compiled) == 2  # kept: not traced again
+    if BACKEND == "tensorflow":  # any later batch size: no new trace
+        gan.generate(latents, labels=labels, batch_size=5)
+        assert traces(compiled) == 2
     gan.generate(3, seed=1, use_ema=False)
     assert len(calls) == 2  # the generator's own
-    # Weights changed since: the new values are used, not the traced ones.
-    for v in gan.ema_generator.trainable_variables:
-        v.assign(v.value * 0.5)
+    # Weights and moving statistics changed since: the new values are used,
+    # not the traced ones.
+    for v in gan.ema_generator.weights:
+        v.assign(v.value * 0.5 + 0.1)
     eager = keras.ops.convert_to_numpy(gan.ema_generator(inputs, training=False))
     np.testing.assert_allclose(
         gan.generate(latents, labels=labels, batch_size=4), eager, atol=1e-6
     )
+    if BACKEND != "jax":
+        return
+    import jax
+
     # Compiled off: eager, no jax.jit.
     gan.xla = False
     monkeypatch.setattr(jax, "jit", lambda *a, **k: pytest.fail("compiled"))
@@ -337,6 +343,27 @@ def test_generate_is_one_compiled_call_per_batch_shape_on_jax(num_classes, monke
         gan.generate(latents, labels=labels, batch_size=4), eager, atol=1e-6
     )
     assert not gan.__dict__["_generator_calls"]
+
+
+def _traces(function):
+    return function.experimental_get_tracing_count()
+
+
+@pytest.mark.tensorflow_only
+def test_generate_on_two_replicas_is_the_eager_call():
+    """Under a two-replica `MirroredStrategy` the traced generator reads the
+    mirrored weights and batch-norm statistics as the eager call does."""
+    strategy = ktg.distribute.get_strategy("cpu", num_replicas=2)
+    gan = tiny_gan(num_classes=3, norm="batch", strategy=strategy)
+    latents = np.random.default_rng(1).normal(size=(6, LATENT)).astype("float32")
+    labels = np.arange(6) % 3
+    with strategy.scope():
+        for v in gan.generator.non_trainable_variables:
+            v.assign(v.value + 0.25)
+    eager = keras.ops.convert_to_numpy(gan.generator([latents, labels], training=False))
+    images = gan.generate(latents, labels=labels, batch_size=4, use_ema=False)
+    np.testing.assert_array_equal(images, eager)
+    assert len(gan.__dict__["_generator_calls"]) == 1
 
 
 def test_conditional_generate_uses_labels():

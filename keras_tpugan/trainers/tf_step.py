@@ -204,8 +204,28 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
 
     def generated_images(self, generator, inputs):
         """`generator`'s images for one batch of `GAN.generate`, in inference
-        mode: an eager call."""
-        return generator(inputs, training=False)
+        mode, through one traced function per generator.
+
+        An eager call runs the generator's layers one Python call at a time;
+        the traced function gives the same images (CHANGELOG: the time
+        saved). With several processes or a `TPUStrategy` the generator is
+        called eagerly.
+        """
+        if self.process_count > 1 or isinstance(
+            self.distribute_strategy, tf.distribute.TPUStrategy
+        ):
+            return generator(inputs, training=False)
+        # Outside Keras's attribute tracking, keyed by the generator itself.
+        calls = self.__dict__.setdefault("_generator_calls", {})
+        if generator not in calls:
+            # A second batch shape (a last, partial batch) traces it once
+            # more, for any batch size.
+            calls[generator] = tf.function(
+                lambda inputs: generator(inputs, training=False),
+                autograph=False,
+                reduce_retracing=True,
+            )
+        return calls[generator](inputs)
 
     def first_local_part(self, value):
         """`value`'s first local replica's part, or `value` when not distributed."""
