@@ -204,12 +204,13 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
 
     def generated_images(self, generator, inputs):
         """`generator`'s images for one batch of `GAN.generate`, in inference
-        mode, through one traced function per generator.
+        mode, through one `tf.function` per generator, traced once for any
+        batch size.
 
         An eager call runs the generator's layers one Python call at a time;
-        the traced function gives the same images (CHANGELOG: the time
-        saved). With several processes or a `TPUStrategy` the generator is
-        called eagerly.
+        the traced function gives the same images (docs/design/notes.md: the
+        time saved). With several processes or a `TPUStrategy` the
+        generator is called eagerly.
         """
         if self.process_count > 1 or isinstance(
             self.distribute_strategy, tf.distribute.TPUStrategy
@@ -218,13 +219,13 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
         # Outside Keras's attribute tracking, keyed by the generator itself.
         calls = self.__dict__.setdefault("_generator_calls", {})
         if generator not in calls:
-            # A second batch shape (a last, partial batch) traces it once
-            # more, for any batch size.
-            calls[generator] = tf.function(
-                lambda inputs: generator(inputs, training=False),
-                autograph=False,
-                reduce_retracing=True,
+            call = tf.function(
+                lambda inputs: generator(inputs, training=False), autograph=False
             )
+            # The batch dimension left unknown: grids and scores of any size
+            # share the one trace.
+            call.get_concrete_function(tf.nest.map_structure(_any_batch, inputs))
+            calls[generator] = call
         return calls[generator](inputs)
 
     def first_local_part(self, value):
@@ -397,3 +398,8 @@ def _values(variables):
 def _assign(variables, values):
     for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
+
+
+def _any_batch(value):
+    """The `tf.TensorSpec` of `value` with its batch dimension unknown."""
+    return tf.TensorSpec((None, *value.shape[1:]), tf.as_dtype(value.dtype))
