@@ -1,6 +1,6 @@
 """`QualityMetrics`: FCD or FID, classifier score, KID, precision, recall.
 
-At about 540 lines it is over the package's 400: most of it is the class's
+At about 590 lines it is over the package's 400: most of it is the class's
 documentation and its one schedule (epochs, or images seen through
 `image_schedule`); the reference images and their classifier are in
 `quality_reference`, the clock in `training_clock`, the share of the time
