@@ -10,6 +10,7 @@ from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
 )
+from keras_tpugan.trainers.generator_calls import kept_call
 from keras_tpugan.trainers.jax_devices import flat_all_reduce_pays, summed_over_devices
 from keras_tpugan.trainers.jax_state import (
     StepState,
@@ -275,17 +276,14 @@ class JAXGANStep(GANStep):
         """
         if jax.process_count() > 1 or getattr(self, "xla", True) is False:
             return generator(inputs, training=False)
-        # Outside Keras's attribute tracking, keyed by the generator itself.
-        calls = self.__dict__.setdefault("_generator_calls", {})
-        if generator not in calls:
 
-            def call(trainable, non_trainable, inputs):
-                return generator.stateless_call(
-                    trainable, non_trainable, inputs, training=False
-                )[0]
+        def call(trainable, non_trainable, inputs):
+            return generator.stateless_call(
+                trainable, non_trainable, inputs, training=False
+            )[0]
 
-            calls[generator] = jax.jit(call)
-        return calls[generator](
+        compiled = kept_call(self, generator, lambda: jax.jit(call))
+        return compiled(
             [v.value for v in generator.trainable_variables],
             [v.value for v in generator.non_trainable_variables],
             inputs,

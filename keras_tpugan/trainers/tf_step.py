@@ -8,6 +8,8 @@ from keras_tpugan.trainers.base import (
     GANStep,
     NetworkValues,
 )
+from keras_tpugan.trainers.generator_calls import kept_call
+from keras_tpugan.trainers.tf_generate import traced_generator
 from keras_tpugan.trainers.tf_noise import draw_noise, validation_noise
 from keras_tpugan.trainers.tf_xla import (
     check_steps_per_execution,
@@ -205,28 +207,16 @@ class TensorFlowGANStep(TensorFlowTrainerHooks, GANStep):
     def generated_images(self, generator, inputs):
         """`generator`'s images for one batch of `GAN.generate`, in inference
         mode, through one `tf.function` per generator, traced once for any
-        batch size.
-
-        An eager call runs the generator's layers one Python call at a time;
-        the traced function gives the same images (docs/design/notes.md: the
-        time saved). With several processes or a `TPUStrategy` the
-        generator is called eagerly.
+        batch size (`tf_generate.traced_generator`; docs/design/notes.md:
+        the time saved against an eager call). With several processes or a
+        `TPUStrategy` the generator is called eagerly.
         """
         if self.process_count > 1 or isinstance(
             self.distribute_strategy, tf.distribute.TPUStrategy
         ):
             return generator(inputs, training=False)
-        # Outside Keras's attribute tracking, keyed by the generator itself.
-        calls = self.__dict__.setdefault("_generator_calls", {})
-        if generator not in calls:
-            call = tf.function(
-                lambda inputs: generator(inputs, training=False), autograph=False
-            )
-            # The batch dimension left unknown: grids and scores of any size
-            # share the one trace.
-            call.get_concrete_function(tf.nest.map_structure(_any_batch, inputs))
-            calls[generator] = call
-        return calls[generator](inputs)
+        call = kept_call(self, generator, lambda: traced_generator(generator, inputs))
+        return call(inputs)
 
     def first_local_part(self, value):
         """`value`'s first local replica's part, or `value` when not distributed."""
@@ -398,8 +388,3 @@ def _values(variables):
 def _assign(variables, values):
     for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
-
-
-def _any_batch(value):
-    """The `tf.TensorSpec` of `value` with its batch dimension unknown."""
-    return tf.TensorSpec((None, *value.shape[1:]), tf.as_dtype(value.dtype))
