@@ -105,6 +105,32 @@ def test_kernel_reference_terms_give_the_same_kid():
     assert len(metrics.kernel_reference_terms(a, 40, subset_size=50)) == 1
 
 
+def test_kernel_distance_is_the_mean_over_its_subset_draws():
+    # KID's recipe written out draw by draw: the unbiased MMD^2 of each pair
+    # of subsets, averaged. A set that fits in one subset is drawn whole.
+    def kernel(x, y):
+        return (x @ y.T / x.shape[1] + 1.0) ** 3
+
+    def within(x):
+        k = kernel(x, x)
+        return (k.sum() - np.trace(k)) / (len(x) * (len(x) - 1))
+
+    rng = np.random.default_rng(1)
+    for size_a, size_b in ((3000, 400), (400, 3000), (1500, 1200), (300, 300)):
+        a = rng.normal(size=(size_a, 6))
+        b = rng.normal(size=(size_b, 6)) * 1.1 + 0.2
+        m = min(500, size_a, size_b)
+        draws = np.random.default_rng(4)
+        values = []
+        for _ in range(1 if m == size_a == size_b else 10):
+            x = a[draws.choice(size_a, m, replace=False)]
+            y = b[draws.choice(size_b, m, replace=False)]
+            values.append(within(x) + within(y) - 2.0 * kernel(x, y).mean())
+        kid = metrics.kernel_distance(a, b, subset_size=500, seed=4)
+        assert kid == pytest.approx(np.mean(values), rel=1e-9, abs=1e-12)
+        assert kid > 0.01
+
+
 def test_metric_formulas_on_known_inputs():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(2000, 3))

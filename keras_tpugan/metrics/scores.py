@@ -135,9 +135,9 @@ def kernel_distance(
         )
     terms_b = _own_terms(b, draws, 1)
     values = [
-        term_a + term_b - 2.0 * _kernel(a[rows_a], b[rows_b]).mean()
-        for term_a, term_b, (rows_a, rows_b) in zip(
-            reference_terms, terms_b, draws, strict=True
+        term_a + term_b - 2.0 * cross
+        for term_a, term_b, cross in zip(
+            reference_terms, terms_b, _cross_terms(a, b, draws), strict=True
         )
     ]
     return float(np.mean(values))
@@ -196,6 +196,24 @@ def _kernel(x, y):
     k /= x.shape[1]
     k += 1
     return k * k * k
+
+
+def _cross_terms(a, b, draws):
+    """The mean kernel between `a`'s and `b`'s subsets in each draw.
+
+    When `b` fits in one subset it is drawn whole every time (in another
+    order, which no mean depends on): a draw's term is then the mean, over
+    its rows of `a`, of each row's mean kernel with all of `b`, and each
+    row's is computed once for all the draws.
+    """
+    if len(b) != len(draws[0][1]):
+        return [_kernel(a[rows_a], b[rows_b]).mean() for rows_a, rows_b in draws]
+    used = np.unique(np.concatenate([rows_a for rows_a, _ in draws]))
+    row_means = np.empty(len(a))
+    for i in range(0, len(used), _CHUNK):
+        rows = used[i : i + _CHUNK]
+        row_means[rows] = _kernel(a[rows], b).mean(axis=1)
+    return [row_means[rows_a].mean() for rows_a, _ in draws]
 
 
 def _own_terms(x, draws, side):
