@@ -361,7 +361,7 @@ def test_quality_metrics_computes_the_real_kid_terms_once(classifier_dir, monkey
 
     monkeypatch.setattr(ktg.metrics, "kernel_reference_terms", counted)
     gan.fit(batches(random_images(8), 4), epochs=3, verbose=0, callbacks=[quality])
-    # Once, at the first score, for three scores.
+    # Once, as training begins, for three scores.
     assert len(quality.records) == 3 and sizes == [50]
     # A score's KID is the one computed whole, to the last digit.
     images = gan.generate(quality.num_images, seed=quality.seed)

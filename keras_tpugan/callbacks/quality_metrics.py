@@ -375,8 +375,9 @@ class QualityMetrics(GANCallback):
                 "features='inception' and real_images."
             )
         self._prepare_reference()
+        self._kid_reference_terms(self.num_images)
         # Training time counts from here: the real side's features (a minute
-        # through the FID network on a CPU) are not training.
+        # through the FID network on a CPU) and KID terms are not training.
         self._clock = TrainingClock()
 
     def _prepare_reference(self):
@@ -437,7 +438,7 @@ class QualityMetrics(GANCallback):
         return self._fid_network
 
     def _kid_reference_terms(self, num_generated):
-        """The real side's KID terms, computed at the first score and kept
+        """The real side's KID terms, computed as training begins and kept
         while the real features and the number scored stay the same."""
         real, size, terms = self._kid_reference
         if real is not self.real_features or size != num_generated:
