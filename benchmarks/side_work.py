@@ -18,14 +18,16 @@ and rename run on a thread of their own and are not counted: only the
 weights' write on the training thread is.
 It prints, per row, the seconds of steps, of each kind of side work (per
 call and in all, and its first call of 1 ms or more against its later ones:
-validation's first call traces or compiles its step) and their share of
-the wall time, the time between one
+validation's first call traces or compiles its step, unless it ran in the
+first epoch) and their share of the wall time, the time between one
 epoch's last callback and the next one's first step ("between epochs":
 Keras's new epoch, the data's), the end of the run (after the last
 epoch's callbacks: `on_train_end`, the generator and summary written),
 the rest ("other": the other callbacks), and the wall time over the
 steps' (`+105%`: the run took twice its steps' time). The end of the run
-holds the train-end work of the kinds above as well.
+holds the train-end work of the kinds above as well. Last, the first
+epoch's seconds (from `on_train_begin`) and its validation's, which no
+figure counts.
 
 Rows (the presets of `keras-tpugan train`, with these settings):
     demo-w16: the demo's schedule at width 16, 10 epochs (a fast step).
@@ -119,8 +121,10 @@ class _Clock(keras.callbacks.Callback):
         self.test_started = time.perf_counter()
 
     def on_test_end(self, logs=None):
-        if self.epoch > 0:
-            self.seconds["validation"].append(time.perf_counter() - self.test_started)
+        spent = time.perf_counter() - self.test_started
+        self.seconds["validation" if self.epoch > 0 else "first validation"].append(
+            spent
+        )
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch > 0:
@@ -173,6 +177,9 @@ def measure(preset, settings):
     second_epoch = []
 
     class SecondEpoch(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seconds["train begin"].append(time.perf_counter())
+
         def on_epoch_begin(self, epoch, logs=None):
             if epoch == 1:
                 second_epoch.append(time.perf_counter())
@@ -186,6 +193,7 @@ def measure(preset, settings):
         )
         done = time.perf_counter()
         wall = done - second_epoch[0]
+        seconds["first epoch"].append(second_epoch[0] - seconds["train begin"][0])
         seconds["end of run"].append(done - clock.ended)
     return wall, seconds, summary
 
@@ -242,6 +250,14 @@ def main(argv=None):
             ("other", other),
         ):
             print(f"  {part:<14} {value:32.2f} s  {value / wall:6.1%} of the wall time")
+        # Not counted: the first epoch, which traces (or compiles) the steps,
+        # validation's among them when it validates.
+        first = seconds["first epoch"][0]
+        validated = sum(seconds["first validation"])
+        print(
+            f"  not counted: the first epoch, {first:.2f} s"
+            + (f" (its validation {validated:.2f} s)" if validated else "")
+        )
         # The figures the side work keeps: the run's last scores.
         final = summary["final"]
         scores = ", ".join(

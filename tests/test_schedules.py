@@ -279,10 +279,13 @@ def test_a_resumed_fit_keeps_the_image_schedules(tmp_path, classifier_dir):
 def test_validation_runs_every_so_many_images_in_whole_epochs():
     config = TrainConfig.preset("demo", epochs=12)  # 62 batches of 64: 3,968
     assert config.validation_every_images == 20_000
-    # Every 5 epochs (19,840 images), and the last.
-    assert _validation_epochs(config, 62) == [5, 10, 12]
-    assert _validation_epochs(config.override(["epochs=10"]), 62) == [5, 10]
+    # The first epoch, every 5 epochs (19,840 images), and the last.
+    assert _validation_epochs(config, 62) == [1, 5, 10, 12]
+    assert _validation_epochs(config.override(["epochs=10"]), 62) == [1, 5, 10]
     assert _validation_epochs(config.override(["epochs=1"]), 62) == [1]
+    # A resumed fit validates its own first epoch.
+    assert _validation_epochs(config, 62, first_epoch=7) == [5, 7, 10, 12]
+    assert _validation_epochs(config, 62, first_epoch=12) == [5, 10, 12]
     for every in ("1", "none"):
         changed = config.override([f"validation_every_images={every}"])
         assert _validation_epochs(changed, 62) == 1

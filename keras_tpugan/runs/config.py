@@ -158,10 +158,10 @@ class TrainConfig:
     # Side work on the clock and by images seen, not every epoch: the backup
     # that `--resume` continues from every N minutes of training, in the
     # middle of an epoch too (and when a run stops early; 0: at every epoch's
-    # end), the held-out
-    # split validated every N images seen (rounded to whole epochs; None:
-    # every epoch), and the curves' figures redrawn at most every N seconds
-    # (and at the end; 0: every epoch).
+    # end), the held-out split validated after the first epoch and every N
+    # images seen (rounded to whole epochs; None: every epoch), and the
+    # curves' figures redrawn at most every N seconds (and at the end; 0:
+    # every epoch).
     backup_minutes: float = 5.0
     validation_every_images: int | None = 20_000
     curves_every_seconds: float = 30.0

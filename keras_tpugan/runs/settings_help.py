@@ -71,7 +71,7 @@ SETTINGS_HELP = {
     "snapshot_every": "save the whole GAN every N epochs and at the end (0: end only)",
     "sample_max_share": "skip a grid that would spend over this share of the time",
     "backup_minutes": "back up every N minutes, mid-epoch too (0: each epoch end)",
-    "validation_every_images": "validate every N images seen (none: every epoch)",
+    "validation_every_images": "validate at epoch 1, each N images (none: every epoch)",
     "curves_every_seconds": "redraw the curves at most every N seconds (0: each epoch)",
     "quality_every": "quality figures (FCD, KID, ...) every N epochs (0: off)",
     "quality_images": "generated images each quality figure is computed on",

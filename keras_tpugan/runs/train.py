@@ -176,7 +176,9 @@ def train(
             os.path.basename(snapshot),
             config.epochs,
         )
-    validation_epochs = _validation_epochs(config, run.steps_per_epoch)
+    validation_epochs = _validation_epochs(
+        config, run.steps_per_epoch, first_epoch=initial_epoch + 1
+    )
     grid = callbacks.SampleGrid(
         os.path.join(workdir, "samples"),
         every_n_epochs=config.sample_every,
@@ -295,16 +297,23 @@ def _joined(history, later):
     return history
 
 
-def _validation_epochs(config, steps_per_epoch):
-    """Keras's `validation_freq`: the epochs (1-based) `validation_every_images`
-    spans, and the last, so that the run ends validated."""
+def _validation_epochs(config, steps_per_epoch, first_epoch=1):
+    """Keras's `validation_freq`: the fit's first epoch (1-based), the epochs
+    `validation_every_images` spans, and the last, so that the run ends
+    validated.
+
+    The first epoch's validation traces (or compiles) the test step beside
+    the train step's compile, and a held-out split that cannot be validated
+    fails after one epoch, not after `validation_every_images`.
+    """
     if config.validation_every_images is None or not steps_per_epoch:
         return 1
     images_per_epoch = steps_per_epoch * config.batch_size
     every = max(1, round(config.validation_every_images / images_per_epoch))
     if every == 1:
         return 1
-    return sorted({*range(every, config.epochs + 1, every), config.epochs})
+    scheduled = range(every, config.epochs + 1, every)
+    return sorted({min(first_epoch, config.epochs), *scheduled, config.epochs})
 
 
 def _restore_epoch(backup, workdir):
