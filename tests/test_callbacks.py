@@ -173,6 +173,58 @@ def test_long_curves_are_drawn_as_a_band_at_a_bounded_number_of_points(tmp_path)
         assert (low[i], high[i]) == (run.min(), run.max())
 
 
+def test_redrawn_figures_equal_new_ones_pixel_for_pixel(tmp_path):
+    # The PNGs are redrawn in figures kept from the first drawing: after
+    # more steps, a held-out value, scores and the switch to a band they
+    # equal figures built anew, and hold no artist of an earlier drawing.
+    import io
+
+    def pixels(figure_or_path):
+        if isinstance(figure_or_path, str):
+            return np.asarray(Image.open(figure_or_path))
+        buffer = io.BytesIO()
+        figure_or_path.savefig(buffer, dpi=100, format="png")
+        return np.asarray(Image.open(buffer))
+
+    gan = tiny_gan()
+    curves = ktg.callbacks.LossCurves(tmp_path, show=False, every_seconds=0)
+    gan.fit(batches(random_images(8), 4), epochs=1, verbose=0, callbacks=[curves])
+    first = pixels(str(tmp_path / "loss_curves.png"))
+    rng = np.random.default_rng(0)
+    for steps, epochs in ((40, 2), (2400, 5)):  # the second past MAX_POINTS
+        values = rng.normal(size=steps)
+        names = ("d_loss", "g_loss", "d_real", "d_fake")
+        curves.steps = {name: list(values + i) for i, name in enumerate(names)}
+        numbers = list(range(1, epochs + 1))
+        curves.epochs = {
+            **{name: list(rng.normal(size=epochs)) for name in names},
+            "val_d_loss": [0.5],
+            "val_d_real": [0.25],
+            "fcd": [30.0] + [float("inf")] * (epochs - 2) + [20.0],
+            "kid": [3.0] + [float("inf")] * (epochs - 2) + [2.0],
+        }
+        curves.epoch_numbers = {
+            **{name: numbers for name in names},
+            "val_d_loss": [epochs],
+            "val_d_real": [epochs],
+            "fcd": numbers,
+            "kid": numbers,
+        }
+        curves._scores_undrawn = True
+        curves._draw()
+        drawn = pixels(str(tmp_path / "loss_curves.png"))
+        assert drawn.shape == first.shape and (drawn != first).any()
+        np.testing.assert_array_equal(drawn, pixels(curves.figure()))
+        np.testing.assert_array_equal(
+            pixels(str(tmp_path / "quality.png")), pixels(curves.quality_figure())
+        )
+    kept, _ = curves._kept["curves"]
+    new = curves.figure()
+    for ax_kept, ax_new in zip(kept.axes, new.axes, strict=True):
+        assert len(ax_kept.lines) == len(ax_new.lines)
+        assert len(ax_kept.collections) == len(ax_new.collections) == 2  # bands
+
+
 def test_a_resumed_fit_replaces_the_rows_of_the_epochs_it_trains_again(tmp_path):
     # A run killed at epoch 3 whose backup was at epoch 1 left rows 1-3; the
     # fit resumed from epoch 1 keeps row 1 and writes rows 2-4 once each.

@@ -310,9 +310,9 @@ def test_the_curves_are_redrawn_at_most_every_so_many_seconds(tmp_path, monkeypa
             drawn.append(len(self.epochs["d_loss"]))
             super()._draw()
 
-        def quality_figure(self):
+        def _plot_quality(self, axes):
             scores_drawn.append(len(self.epochs["d_loss"]))
-            return super().quality_figure()
+            return super()._plot_quality(axes)
 
     def score(epoch, logs):  # scores after epochs 2 and 5, as QualityMetrics logs
         logs["fid"] = 10.0 - epoch if epoch in (1, 4) else float("inf")
