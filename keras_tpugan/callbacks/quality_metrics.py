@@ -1,10 +1,10 @@
 """`QualityMetrics`: FCD or FID, classifier score, KID, precision, recall.
 
-At about 590 lines it is over the package's 400: most of it is the class's
+At about 560 lines it is over the package's 400: most of it is the class's
 documentation and its one schedule (epochs, or images seen through
-`image_schedule`); the reference images and their classifier are in
-`quality_reference`, the clock in `training_clock`, the share of the time
-scoring in `scoring_share`.
+`image_schedule`); the reference images and their classifier (what
+`for_data` scores against) are in `quality_reference`, the clock in
+`training_clock`, the share of the time scoring in `scoring_share`.
 """
 
 import time
@@ -16,11 +16,9 @@ from keras_tpugan import distribute, metrics
 from keras_tpugan.callbacks.gan_callback import GANCallback
 from keras_tpugan.callbacks.image_schedule import ImageSchedule
 from keras_tpugan.callbacks.quality_reference import (
-    UnlabelledDataError,
     fid_reference_features,
-    labelled_reference,
-    read_subset,
-    split_reference,
+    reference_arguments,
+    uses_mnist_classifier,
 )
 from keras_tpugan.callbacks.scoring_share import ScoringShare
 from keras_tpugan.callbacks.training_clock import TrainingClock
@@ -293,37 +291,18 @@ class QualityMetrics(GANCallback):
             for k in list(kwargs)
             if k in data_lib.ImageSource.options()
         }
-        image_source = data_lib.ImageSource.of(data, **image_options)
-        fid = kwargs.get("features") == "inception"
-        if cls.uses_mnist_classifier(image_source) and not fid:
-            quality = cls(seed=seed, **kwargs)
-            quality.classifier_record = None
-            return quality
-        subset = read_subset(image_source, seed, max_images)
-        if not fid:
-            try:
-                model, record, real, held_out = labelled_reference(
-                    image_source, seed, max_images, subset=subset
-                )
-            except UnlabelledDataError:
-                if on_unlabelled == "none":
-                    return None
-                if on_unlabelled == "raise":
-                    raise
-            else:
-                quality = cls(
-                    classifier=model,
-                    real_images=real,
-                    held_out_images=held_out,
-                    seed=seed,
-                    **kwargs,
-                )
-                quality.classifier_record = record
-                return quality
-        real, held_out = split_reference(subset[0], seed)
-        kwargs["features"] = "inception"
-        quality = cls(real_images=real, held_out_images=held_out, seed=seed, **kwargs)
-        quality.classifier_record = None
+        reference = reference_arguments(
+            data_lib.ImageSource.of(data, **image_options),
+            seed=seed,
+            max_images=max_images,
+            fid=kwargs.get("features") == "inception",
+            on_unlabelled=on_unlabelled,
+        )
+        if reference is None:
+            return None
+        arguments, record = reference
+        quality = cls(seed=seed, **{**kwargs, **arguments})
+        quality.classifier_record = record
         return quality
 
     @staticmethod
@@ -339,17 +318,7 @@ class QualityMetrics(GANCallback):
         Returns:
             True for MNIST read at 28x28x1 (its own size and channels).
         """
-        if isinstance(data, data_lib.ImageSource):
-            data, image_size, channels = data.data, data.image_size, data.channels
-        if isinstance(image_size, int):
-            image_size = (image_size, image_size)
-        size = None if image_size is None else tuple(image_size)
-        return (
-            isinstance(data, str)
-            and data == "mnist"
-            and size in (None, (28, 28))
-            and channels in (None, 1)
-        )
+        return uses_mnist_classifier(data, image_size, channels)
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)

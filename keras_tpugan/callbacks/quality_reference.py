@@ -17,6 +17,62 @@ class UnlabelledDataError(ValueError):
     """Data without labels, or with one class: no classifier to score with."""
 
 
+def reference_arguments(image_source, seed, max_images, fid, on_unlabelled):
+    """What `QualityMetrics.for_data` scores `image_source` against.
+
+    Args:
+        image_source: A `data.ImageSource`.
+        seed: Seed of the subset read and of the classifier.
+        max_images: The most images read.
+        fid: Whether FID was asked for (`features="inception"`).
+        on_unlabelled: As for `QualityMetrics.for_data`.
+
+    Returns:
+        `(arguments, record)`: the `QualityMetrics` arguments (none for the
+        shipped MNIST classifier; the classifier and the images for other
+        labelled data; the images and `features="inception"` for FID) and
+        the classifier's record (None without one of the data's own); or
+        None for unlabelled data with `on_unlabelled="none"`.
+
+    Raises:
+        UnlabelledDataError: Unlabelled data with `on_unlabelled="raise"`.
+    """
+    if uses_mnist_classifier(image_source) and not fid:
+        return {}, None
+    subset = read_subset(image_source, seed, max_images)
+    if not fid:
+        try:
+            model, record, real, held_out = labelled_reference(
+                image_source, seed, max_images, subset=subset
+            )
+        except UnlabelledDataError:
+            if on_unlabelled == "none":
+                return None
+            if on_unlabelled == "raise":
+                raise
+        else:
+            images = {"real_images": real, "held_out_images": held_out}
+            return {"classifier": model, **images}, record
+    real, held_out = split_reference(subset[0], seed)
+    images = {"real_images": real, "held_out_images": held_out}
+    return {**images, "features": "inception"}, None
+
+
+def uses_mnist_classifier(data, image_size=None, channels=None):
+    """`QualityMetrics.uses_mnist_classifier`: MNIST read at 28x28x1."""
+    if isinstance(data, data_lib.ImageSource):
+        data, image_size, channels = data.data, data.image_size, data.channels
+    if isinstance(image_size, int):
+        image_size = (image_size, image_size)
+    size = None if image_size is None else tuple(image_size)
+    return (
+        isinstance(data, str)
+        and data == "mnist"
+        and size in (None, (28, 28))
+        and channels in (None, 1)
+    )
+
+
 def labelled_reference(image_source, seed, max_images, subset=None):
     """A classifier of the data's classes and the images to compare with.
 
