@@ -229,7 +229,7 @@ def main(argv=None):
         side = sum(sum(seconds[k]) for k in kinds)
         print(
             f"{name}: wall {wall:.1f} s after the first epoch, steps {steps:.1f} s, "
-            f"side work {side:.1f} s ({side / wall:.0%} of the wall time; "
+            f"side work {side:.1f} s ({side / wall:.1%} of the wall time; "
             f"+{(wall - steps) / steps:.0%} over the steps)"
         )
         for kind in kinds:
@@ -276,7 +276,7 @@ def main(argv=None):
         steps = sum(seconds["steps"])
         side = sum(sum(seconds[k]) for k in kinds)
         print(
-            f"| {name} | {wall:.1f} | {steps:.1f} | {side:.1f} | {side / wall:.0%} "
+            f"| {name} | {wall:.1f} | {steps:.1f} | {side:.2f} | {side / wall:.1%} "
             f"| +{(wall - steps) / steps:.0%} |"
         )
     return results
