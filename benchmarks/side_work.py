@@ -174,11 +174,11 @@ def measure(preset, settings):
     config = TrainConfig.preset(preset, **settings)
     seconds = collections.defaultdict(list)
     clock = _Clock(seconds)
-    second_epoch = []
+    train_begin, second_epoch = [], []
 
     class SecondEpoch(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            seconds["train begin"].append(time.perf_counter())
+            train_begin.append(time.perf_counter())
 
         def on_epoch_begin(self, epoch, logs=None):
             if epoch == 1:
@@ -193,7 +193,7 @@ def measure(preset, settings):
         )
         done = time.perf_counter()
         wall = done - second_epoch[0]
-        seconds["first epoch"].append(second_epoch[0] - seconds["train begin"][0])
+        seconds["first epoch"].append(second_epoch[0] - train_begin[0])
         seconds["end of run"].append(done - clock.ended)
     return wall, seconds, summary
 

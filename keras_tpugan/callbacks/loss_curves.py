@@ -140,7 +140,7 @@ class LossCurves(GANCallback):
         )
         if self.show:
             show_inline(path, self._display_id)
-        if self._scores_undrawn and any(self._scored_values().values()):
+        if self._scores_undrawn:  # (set only when a finite score came)
             self._redrawn("quality", self._quality_axes, self._plot_quality).savefig(
                 self.path("quality.png"), dpi=100, pil_kwargs=FAST_PNG
             )

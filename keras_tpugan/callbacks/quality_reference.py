@@ -51,11 +51,17 @@ def reference_arguments(image_source, seed, max_images, fid, on_unlabelled):
             if on_unlabelled == "raise":
                 raise
         else:
-            images = {"real_images": real, "held_out_images": held_out}
-            return {"classifier": model, **images}, record
+            return {
+                "classifier": model,
+                "real_images": real,
+                "held_out_images": held_out,
+            }, record
     real, held_out = split_reference(subset[0], seed)
-    images = {"real_images": real, "held_out_images": held_out}
-    return {**images, "features": "inception"}, None
+    return {
+        "features": "inception",
+        "real_images": real,
+        "held_out_images": held_out,
+    }, None
 
 
 def uses_mnist_classifier(data, image_size=None, channels=None):
