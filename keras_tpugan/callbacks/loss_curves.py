@@ -149,8 +149,8 @@ class LossCurves(GANCallback):
 
     def _redrawn(self, name, new_axes, plot):
         """The kept figure `name` (made by `new_axes` on first use) with its
-        data drawn anew by `plot`. Its axes, titles and ticks are kept:
-        building them took about a third of each redraw."""
+        data drawn anew by `plot`. Its axes, titles and ticks are built once
+        (why: docs/design/notes.md, "Side work on the clock")."""
         if name not in self._kept:
             self._kept[name] = new_axes()
         fig, axes = self._kept[name]
