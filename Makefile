@@ -8,8 +8,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# One pytest-xdist worker per core; each test file stays on one worker (its
-# module fixtures are built once), the costliest files first (the order
+# pytest-xdist's workers: `-n auto` is one per core on JAX and one more on
+# TensorFlow, whose tests often wait on the processes they start (see
+# tests/conftest.py); each test file stays on one worker (its module
+# fixtures are built once), the costliest files first (the order
 # tests/conftest.py gives them).
 PYTEST_ARGS ?= -q --durations=15 -n auto --dist loadfile --no-loadscope-reorder
 
