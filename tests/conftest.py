@@ -103,11 +103,10 @@ def pytest_xdist_auto_num_workers(config):
     """`-n auto`: on TensorFlow one pytest-xdist worker more than the cores.
 
     Many TensorFlow tests wait on processes they start (notebook kernels,
-    the CLI, launched ranks, the docs' worker) or run Python on one thread
-    between small kernels, and a third worker on two cores fills those
-    gaps. On a 2-core CPU the TensorFlow pass took 12:50 and 13:02 with two
-    workers, 10:44 with three; the JAX pass, whose compiles keep both cores
-    busy, 3:37 with two and 3:47 with three, so it keeps one per core.
+    the CLI, launched ranks, the docs' worker), and a third worker on two
+    cores uses that time. On a 2-core CPU the TensorFlow pass took 12:50
+    and 13:02 with two workers, 10:44 with three and 11:31 with four; the
+    JAX pass 3:37 with two and 3:47 with three, so it keeps one per core.
     `PYTEST_XDIST_AUTO_NUM_WORKERS` still sets the count outright.
     """
     if BACKEND == "jax" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
