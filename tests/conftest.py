@@ -99,21 +99,16 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: on TensorFlow one pytest-xdist worker more than the cores.
-
-    Many TensorFlow tests wait on processes they start (notebook kernels,
-    the CLI, launched ranks, the docs' worker), and a third worker on two
-    cores uses that time. On a 2-core CPU the TensorFlow pass took 12:50
-    and 13:02 with two workers, 10:44 with three and 11:31 with four; the
-    JAX pass 3:37 with two and 3:47 with three, so it keeps one per core.
-    `PYTEST_XDIST_AUTO_NUM_WORKERS` still sets the count outright.
-    """
+    """`-n auto`: on TensorFlow one pytest-xdist worker more than its own
+    count (one per core), since many TensorFlow tests wait on processes they
+    start; the figures are in docs/contributing.md. A count set outright in
+    `PYTEST_XDIST_AUTO_NUM_WORKERS` is kept as it is."""
+    count = yield
     if BACKEND == "jax" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # pytest-xdist's own count
-    from xdist.plugin import pytest_xdist_auto_num_workers as per_core
-
-    return per_core(config) + 1
+        return count
+    return count + 1
 
 
 def pytest_ignore_collect(collection_path, config):
